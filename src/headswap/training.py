@@ -128,6 +128,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     scheduler = get_scheduler(_HF_SCHEDULE[cfg.schedule], optimizer,
                               num_warmup_steps=math.ceil(cfg.warmup_ratio * total_steps),
                               num_training_steps=total_steps)
+    own_loss = getattr(model, "computes_own_loss", False)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     show = cfg.progress and accelerator.is_main_process
     history, best_state, best_score, best_epoch = [], None, None, cfg.epochs
@@ -138,7 +139,9 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not show, leave=False)
         for batch in bar:
             labels = batch.pop("labels")
-            loss = F.cross_entropy(model(**batch), labels)
+            # A strategy that trains on something other than its class logits (generate-parse's LM
+            # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
+            loss = model(**batch, labels=labels) if own_loss else F.cross_entropy(model(**batch), labels)
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             if cfg.max_grad_norm:
