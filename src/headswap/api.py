@@ -208,7 +208,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         labels = sorted(set(train.labels))
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
-        self.classes_ = np.array(labels)
+        self.classes_ = np.array(labels, dtype=object)
         desc_spec = descriptions if descriptions is not None else self.descriptions
         from .data import load_descriptions
         self.descriptions_ = load_descriptions(desc_spec, labels)
@@ -381,7 +381,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             weights = load_file(str(path / WEIGHTS_FILE))
         except Exception as e:  # safetensors raises its own error types for truncated files
             raise HeadswapError(f"{path / WEIGHTS_FILE} cannot be read ({e}); the model directory is corrupt") from None
-        clf.classes_ = np.array(config["labels"])
+        clf.classes_ = np.array(config["labels"], dtype=object)
         clf.descriptions_ = config["descriptions"]
         torch.manual_seed(clf.seed)
         clf._build(list(clf.classes_), clf.descriptions_, weights=weights)

@@ -91,10 +91,33 @@ def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
 
 
+def _length(item) -> int:
+    if isinstance(item, dict):
+        if "input_ids" in item:
+            return len(item["input_ids"])
+        if "pairs" in item:
+            return max(len(p["input_ids"]) for p in item["pairs"])
+    return 0
+
+
 @torch.inference_mode()
 def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
                    accelerator: Accelerator | None = None, progress: bool = False, desc: str = "predict"):
-    """(N, K) logits in the order of `items` (labels in the batches are ignored)."""
+    """(N, K) logits in the order of `items` (labels in the batches are ignored).
+
+    Items are run in order of length, so each batch is padded only to its own longest text, and the
+    rows are put back in input order at the end.
+    """
+    order = sorted(range(len(items)), key=lambda i: _length(items[i]))
+    logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
+    if len(logits) == 0:
+        return logits
+    restored = torch.empty_like(logits)
+    restored[torch.tensor(order)] = logits
+    return restored
+
+
+def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc):
     was_training = model.training
     model.eval()
     loader = DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=collate)
