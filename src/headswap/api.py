@@ -140,7 +140,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                                   letters=strategy == "slm-letters")
             encoder = TextEncoder(tokenizer, "prompt", self.max_length, prompt=prompt)
         elif strategy == "cross-encoder":
-            encoder = TextEncoder(tokenizer, "pair", self.max_length, pair_texts=[descriptions[lab] for lab in labels])
+            encoder = TextEncoder(tokenizer, "pair", self.max_length, pair_texts=[descriptions[lab] for lab in labels],
+                                  pair_token_types=getattr(hf_model.config, "type_vocab_size", 1) > 1)
         else:
             prefix = f"Instruct: {self.instruction}\nQuery: " if (self.instruction and strategy != "similarity") else ""
             encoder = TextEncoder(tokenizer, "plain", self.max_length, prefix=prefix, append_eos=causal)
@@ -204,11 +205,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
         self._check_settings()
-        train = X if isinstance(X, LabelledData) else from_lists(list(X), [str(v) for v in y], "training data")
-        labels = sorted(set(train.labels))
+        y_list = None if isinstance(X, LabelledData) else list(y)
+        train = X if y_list is None else from_lists(list(X), [str(v) for v in y_list], "training data")
+        # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's
+        # integer labels as integers, so that predict() output compares equal to y (sklearn's score).
+        numeric = bool(y_list) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y_list)
+        labels = sorted(set(train.labels), key=int if numeric else None)
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
-        self.classes_ = np.array(labels, dtype=object)
+        self.labels_ = labels
+        self.classes_ = np.array([int(s) for s in labels]) if numeric else np.array(labels, dtype=object)
         desc_spec = descriptions if descriptions is not None else self.descriptions
         from .data import load_descriptions
         self.descriptions_ = load_descriptions(desc_spec, labels)
@@ -283,6 +289,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         texts = from_lists(list(X), None, "prediction input").texts
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
+        if hasattr(self.module_, "parse_counts"):
+            self.module_.parse_counts.clear()   # count this call's texts only
         logits = predict_logits(self.module_, items, self.encoder_.collate, self.eval_batch_size,
                                 progress=self.progress, desc="predict")
         return logits.numpy()
@@ -291,12 +299,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return torch.softmax(torch.from_numpy(self.decision_function(X)), -1).numpy()
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[self.decision_function(X).argmax(axis=1)]
+        logits = self.decision_function(X)   # checks fitted before classes_ is read
+        return self.classes_[logits.argmax(axis=1)]
 
     def evaluate(self, X, y) -> Metrics:
         """Metrics on labelled texts; extra holds timing, throughput and parameter counts."""
         self._check_fitted()
-        labels = list(self.classes_)
+        labels = list(self.labels_)
         data = from_lists(list(X), [str(v) for v in y], "evaluation data")
         unseen = sorted(set(data.labels) - set(labels))
         if unseen:
@@ -346,7 +355,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "headswap_version": __version__,
-                  "params": self.get_params(), "labels": list(self.classes_), "descriptions": self.descriptions_,
+                  "params": self.get_params(), "labels": list(self.labels_),
+                  "label_values": self.classes_.tolist(), "descriptions": self.descriptions_,
                   "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
                   "prompt": vars(self.prompt_) if self.prompt_ else None,
                   "answer_token_ids": getattr(self, "answer_token_ids_", None),
@@ -374,6 +384,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             raise HeadswapError(f"{path} was saved by an incompatible headswap version "
                                 f"(format {config.get('format_version')!r}, this version reads {FORMAT_VERSION})")
         params = dict(config["params"])
+        base = config.get("base_model") or {}
+        if base.get("ref") and not base.get("builtin"):
+            params["model"] = base["ref"]   # absolute: resolves from any working directory
         if progress is not None:
             params["progress"] = progress
         clf = cls(**params)
@@ -381,10 +394,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             weights = load_file(str(path / WEIGHTS_FILE))
         except Exception as e:  # safetensors raises its own error types for truncated files
             raise HeadswapError(f"{path / WEIGHTS_FILE} cannot be read ({e}); the model directory is corrupt") from None
-        clf.classes_ = np.array(config["labels"], dtype=object)
+        clf.labels_ = list(config["labels"])
+        values = config.get("label_values") or clf.labels_
+        clf.classes_ = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
         clf.descriptions_ = config["descriptions"]
         torch.manual_seed(clf.seed)
-        clf._build(list(clf.classes_), clf.descriptions_, weights=weights)
+        clf._build(clf.labels_, clf.descriptions_, weights=weights)
         clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
         clf.evaluation_ = config.get("evaluation")
         return clf

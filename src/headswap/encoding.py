@@ -36,6 +36,7 @@ class TextEncoder:
     pair_texts: list[str] | None = None  # class descriptions, for mode 'pair'
     prefix: str = ""                     # plain mode: an optional instruction before the text
     append_eos: bool = False             # plain mode for causal bodies: the last token is EOS
+    pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
     truncated: int = field(default=0, init=False)
 
     def __post_init__(self):
@@ -62,8 +63,9 @@ class TextEncoder:
 
     def _pairs(self, text: str) -> list[dict]:
         out, cut = [], False
+        kw = {} if self.pair_token_types is None else {"return_token_type_ids": self.pair_token_types}
         for desc in self.pair_texts:
-            enc = self.tokenizer(text, desc, truncation="only_first", max_length=self.max_length)
+            enc = self.tokenizer(text, desc, truncation="only_first", max_length=self.max_length, **kw)
             cut = cut or len(self.tokenizer(text, desc)["input_ids"]) > self.max_length
             out.append({"input_ids": enc["input_ids"], "token_type_ids": enc.get("token_type_ids")})
         self.truncated += cut

@@ -120,9 +120,9 @@ def parse_answer(output: str, answers: list[str]) -> tuple[int | None, str]:
     for candidate in (first_line, first_word):
         if candidate in lowered:
             return lowered.index(candidate), "exact"
-    for i, a in enumerate(lowered):
-        if first_line.startswith(a):
-            return i, "exact"
+    prefixed = [i for i, a in enumerate(lowered) if first_line.startswith(a)]
+    if prefixed:  # the longest answer the output starts with ('positive' before 'pos')
+        return max(prefixed, key=lambda i: len(lowered[i])), "exact"
     close = difflib.get_close_matches(first_word, lowered, n=1, cutoff=0.6) if first_word else []
     if close:
         return lowered.index(close[0]), "fuzzy"
