@@ -1,0 +1,29 @@
+"""Speed measurements: achieved GFLOP/s of a forward pass against this machine's measured matmul peak."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def matmul_peak_gflops(n: int = 1024, repeats: int = 30) -> float:
+    """Best observed float32 GFLOP/s of an n x n matmul: the practical ceiling for dense layers here."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def forward_flops(module: torch.nn.Module, batch: dict) -> int:
+    """FLOPs of one forward pass on `batch`, counted by torch (matmuls, attention), not estimated."""
+    batch = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        module(**batch)
+    return counter.get_total_flops()
