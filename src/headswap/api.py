@@ -181,6 +181,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     def _apply_regime(self, module) -> None:
         regime = self.regime_
+        self.lora_ = None
+        if self.epochs == 0:  # zero-shot: nothing trains, so no adapters to slow inference down
+            for p in module.parameters():
+                p.requires_grad_(False)
+            return
         if regime == "lora":
             self.lora_ = LoraSettings(self.lora_r, self.lora_alpha, self.lora_dropout)
             apply_lora(module, self.lora_)
@@ -360,7 +365,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
                   "prompt": vars(self.prompt_) if self.prompt_ else None,
                   "answer_token_ids": getattr(self, "answer_token_ids_", None),
-                  "lora": self.lora_.to_dict() if self.regime_ == "lora" else None,
+                  "lora": self.lora_.to_dict() if self.lora_ else None,
                   "history": self.history_, "train_seconds": self.train_seconds_,
                   "evaluation": getattr(self, "evaluation_", None)}
         tmp = path / (WEIGHTS_FILE + ".tmp")

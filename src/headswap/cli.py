@@ -61,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", metavar="PATH", help="also write the metrics as JSON")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
+
+    from . import cli_model
+    for name, help_text in (("train", "train a classifier on a labelled file and save it"),
+                            ("eval", "evaluate a saved classifier: report, metrics.json, confusion-matrix PNG"),
+                            ("predict", "classify texts with a saved classifier; JSON lines out")):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        getattr(cli_model, f"add_{name}_arguments")(p)
+        p.set_defaults(func=getattr(cli_model, f"cmd_{name}"))
+
+    from .bench import add_bench_arguments
+    bench = sub.add_parser("bench", help="benchmark strategies x models against a TF-IDF + LinearSVC baseline",
+                           description="Train and evaluate every strategy that fits each model on one stratified "
+                           "split; write OUT/results.json, results.md and charts.")
+    add_bench_arguments(bench)
     return parser
 
 

@@ -1,0 +1,177 @@
+"""Headless charts for benchmark and evaluation results (matplotlib, Agg; pyplot is never imported).
+
+    plot_confusion(metrics, None, "confusion.png", "minilm / encoder-mlp")
+    plot_learning_curves(rows, "learning_curves.png")
+    plot_quality_vs_speed(rows, "quality_vs_speed.png")
+
+Figures are built with ``matplotlib.figure.Figure`` and written through the Agg canvas, so nothing
+depends on a display, on the global pyplot state, or on the MPLBACKEND a user has set.
+`rows` are the row dicts of a benchmark's results.json (see headswap.bench).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+BASELINE_COLOR = "#7f7f7f"
+ROW_COLOR = "#1f77b4"
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", bbox_inches="tight")
+    os.replace(tmp, path)
+    return path
+
+
+def row_label(row: dict) -> str:
+    """Short display name of a benchmark row: 'model · strategy · regime'."""
+    if row.get("label"):
+        return str(row["label"])
+    model = row.get("model_name") or row.get("model", "?")
+    return f"{model} · {row.get('strategy', '?')} · {row.get('regime', '?')}"
+
+
+def plot_confusion(metrics_or_matrix, labels: Sequence[str] | None, path, title: str | None = None) -> Path:
+    """Confusion matrix (rows = true class, columns = predicted) as a PNG.
+
+    `metrics_or_matrix` is a headswap Metrics (its labels are used when `labels` is None), a
+    Metrics.to_dict() dict, or any square array of counts. Cells are shaded by the fraction of the true
+    class (row-normalised recall) and annotated with the count and that fraction.
+    """
+    if hasattr(metrics_or_matrix, "confusion"):
+        matrix = np.asarray(metrics_or_matrix.confusion)
+        labels = list(labels) if labels is not None else list(metrics_or_matrix.labels)
+    elif isinstance(metrics_or_matrix, dict) and "confusion_matrix" in metrics_or_matrix:
+        matrix = np.asarray(metrics_or_matrix["confusion_matrix"])
+        labels = list(labels) if labels is not None else list(metrics_or_matrix["labels"])
+    else:
+        matrix = np.asarray(metrics_or_matrix)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"a confusion matrix must be square, got shape {matrix.shape}")
+    k = matrix.shape[0]
+    labels = [str(i) for i in range(k)] if labels is None else [str(lab) for lab in labels]
+    if len(labels) != k:
+        raise ValueError(f"{len(labels)} labels for a {k}x{k} confusion matrix")
+    totals = matrix.sum(axis=1, keepdims=True)
+    frac = np.divide(matrix, totals, out=np.zeros(matrix.shape, dtype=float), where=totals > 0)
+
+    side = max(3.6, 1.0 + 0.75 * k)
+    fig = _figure(side + 1.2, side)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(frac, cmap="Blues", vmin=0.0, vmax=1.0)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="fraction of true class")
+    long_names = max(map(len, labels)) > 5
+    ax.set_xticks(range(k), labels, rotation=45 if long_names else 0, ha="right" if long_names else "center")
+    ax.set_yticks(range(k), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    small = k > 6
+    for i in range(k):
+        for j in range(k):
+            text = f"{int(matrix[i, j])}" if small else f"{int(matrix[i, j])}\n{frac[i, j]:.0%}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8 if small else 9,
+                    color="white" if frac[i, j] > 0.5 else "black")
+    n, correct = int(matrix.sum()), int(np.trace(matrix))
+    heading = [title] if title else []
+    heading.append(f"accuracy {correct / n:.3f} ({correct}/{n})" if n else "no examples")
+    ax.set_title("\n".join(heading), fontsize=10)
+    return _save(fig, path)
+
+
+def _scored_history(row: dict) -> list[tuple[int, float]]:
+    points = []
+    for h in row.get("history") or []:
+        score = h.get("score")
+        if score is not None and not (isinstance(score, float) and math.isnan(score)):
+            points.append((int(h["epoch"]), float(score)))
+    return points
+
+
+def plot_learning_curves(rows: Sequence[dict], path, metric: str = "validation macro F1") -> Path:
+    """Validation score per epoch of every trained row, on one chart (markers: with one epoch each row
+    is a single point; rows are nudged sideways so ties stay visible). Rows without validation scores
+    are left out; an empty chart says so."""
+    curves = [(row_label(r), _scored_history(r)) for r in rows if r.get("status", "ok") == "ok"]
+    curves = [(label, pts) for label, pts in curves if pts]
+    fig = _figure(8.0, 4.8)
+    ax = fig.add_subplot(1, 1, 1)
+    markers = "osD^v<>pPX*h"
+    max_epoch = 1
+    # Rows often tie (and with one epoch each row is a single point): a small sideways offset per row
+    # keeps every marker visible; the ticks stay on whole epochs.
+    spread = min(0.3, 0.04 * (len(curves) - 1))
+    for i, (label, pts) in enumerate(curves):
+        xs, ys = zip(*pts)
+        max_epoch = max(max_epoch, max(xs))
+        shift = (i / (len(curves) - 1) - 0.5) * spread if len(curves) > 1 else 0.0
+        ax.plot([x + shift for x in xs], ys, marker=markers[i % len(markers)], linestyle="-", markersize=7,
+                label=label)
+    if not curves:
+        ax.text(0.5, 0.5, "no trained rows with validation scores", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(metric)
+    ax.set_xticks(range(1, max_epoch + 1))
+    ax.set_xlim(0.5, max_epoch + 0.5)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"{metric} per epoch")
+    if curves:
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
+
+
+def plot_quality_vs_speed(rows: Sequence[dict], path) -> Path:
+    """Two panels sharing one row order (best macro F1 first): macro F1 bars, and inference texts/s bars
+    on a log axis. The baseline row (row['baseline']) is grey; failed rows are left out."""
+    ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("macro_f1") is not None]
+    ok.sort(key=lambda r: -float(r["macro_f1"]))
+    n = max(len(ok), 1)
+    fig = _figure(12.0, 1.2 + 0.42 * n)
+    ax_f1 = fig.add_subplot(1, 2, 1)
+    ax_speed = fig.add_subplot(1, 2, 2, sharey=ax_f1)
+    if not ok:
+        ax_f1.text(0.5, 0.5, "no successful rows", ha="center", va="center", transform=ax_f1.transAxes)
+        return _save(fig, path)
+    ys = np.arange(len(ok))
+    labels = [row_label(r) + ("  (baseline)" if r.get("baseline") else "") for r in ok]
+    colors = [BASELINE_COLOR if r.get("baseline") else ROW_COLOR for r in ok]
+    f1 = [float(r["macro_f1"]) for r in ok]
+    speed = [max(float(r.get("texts_per_second") or 0.0), 1e-3) for r in ok]
+    ax_f1.barh(ys, f1, color=colors)
+    for y, v in zip(ys, f1):
+        ax_f1.text(min(v + 0.01, 0.9), y, f"{v:.3f}", va="center", fontsize=8)
+    ax_f1.set_yticks(ys, labels, fontsize=8)
+    ax_f1.invert_yaxis()
+    ax_f1.set_xlim(0, 1.0)
+    ax_f1.set_xlabel("macro F1 (test)")
+    ax_f1.set_title("quality")
+    ax_f1.grid(True, axis="x", alpha=0.3)
+    ax_speed.barh(ys, speed, color=colors)
+    ax_speed.set_xscale("log")
+    for y, v in zip(ys, speed):
+        ax_speed.text(v, y, f" {v:,.0f}" if v >= 10 else f" {v:.2g}", va="center", fontsize=8)
+    ax_speed.set_xlim(min(speed) / 2, max(speed) * 8)
+    ax_speed.set_xlabel("inference texts/s (log scale)")
+    ax_speed.set_title("speed")
+    ax_speed.grid(True, axis="x", alpha=0.3)
+    ax_speed.tick_params(axis="y", labelleft=False)
+    fig.suptitle("macro F1 against inference speed (sorted by macro F1)")
+    return _save(fig, path)

@@ -1,0 +1,38 @@
+"""CLI errors: one clear line, exit code 2, never a traceback."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "headswap.cli", *args], capture_output=True, text=True, input=stdin)
+
+
+def test_train_help_lists_every_strategy():
+    from headswap.strategies import STRATEGIES
+    out = run("train", "--help").stdout
+    for name in STRATEGIES:
+        assert name in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--data", "nope.csv", "--out", "x"], "nope.csv: no such file"),
+    (["train", "--data", "{csv}", "--out", "x", "--strategy", "bogus"], "invalid choice: 'bogus'"),
+    (["train", "--data", "{csv}", "--out", "x", "--model", "bert-base-uncased"], "offline"),
+    (["train", "--data", "{csv}", "--out", "x", "--epochs", "-1"], "--epochs must be >= 0"),
+    (["train", "--data", "{bad}", "--out", "x"], "label"),
+    (["eval", "--model-dir", "{tmp}", "--data", "{csv}"], "not a saved headswap model"),
+    (["predict", "--model-dir", "{tmp}", "hello"], "not a saved headswap model"),
+])
+def test_cli_errors_are_one_clear_line(tmp_path, args, message):
+    csv = tmp_path / "d.csv"
+    csv.write_text("text,label\n" + "".join(f"msg {i},{'a' if i % 2 else 'b'}\n" for i in range(10)))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,labl\nhello,a\n")
+    args = [a.format(csv=csv, bad=bad, tmp=tmp_path) for a in args]
+    r = run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
