@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Train and evaluate every strategy that fits each model on one stratified "
                            "split; write OUT/results.json, results.md and charts.")
     add_bench_arguments(bench)
+
+    from . import serve
+    srv = sub.add_parser("serve", help="serve a saved classifier over HTTP (POST /predict, micro-batching)",
+                         description="Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, "
+                         "GET /health, /labels, /stats; OpenAPI docs at /docs. Needs `pip install 'headswap[serve]'`.")
+    serve.add_serve_arguments(srv)
+    srv.set_defaults(func=serve.cmd_serve)
     return parser
 
 

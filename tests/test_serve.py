@@ -1,0 +1,354 @@
+"""headswap serve: a real uvicorn server on a free loopback port, talked to over HTTP with httpx.
+
+One tiny encoder-mlp model (built locally, trained on 12 texts) serves every test. Servers run in
+background threads (uvicorn.Server on a pre-bound 127.0.0.1 socket) and are stopped at module end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+from tiny_models import make_tiny_encoder  # noqa: E402
+
+from headswap import TextClassifier  # noqa: E402
+from headswap.serve import MicroBatcher, add_serve_arguments, cmd_serve, create_app, main  # noqa: E402
+
+X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
+     "running late sorry"] * 2
+Y = ["spam", "spam", "ham", "ham", "spam", "ham"] * 2
+LIMITS = {"max_texts_per_request": 8, "max_text_chars": 200, "max_body_bytes": 4096}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    enc = make_tiny_encoder(root / "enc")
+    clf = TextClassifier(strategy="encoder-mlp", model=str(enc), epochs=1, progress=False).fit(X, Y)
+    return clf.save(root / "model")
+
+
+@pytest.fixture(scope="module")
+def clf(model_dir):
+    return TextClassifier.load(model_dir, progress=False)
+
+
+class _Server:
+    """uvicorn in a background thread on 127.0.0.1:<free port>."""
+
+    def __init__(self, app):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        with httpx.Client(base_url=self.url, timeout=5, trust_env=False) as c:
+            while True:
+                try:
+                    if c.get("/health").status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or not self.thread.is_alive():
+                    raise RuntimeError("the test server did not start")
+                time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def batched(model_dir):
+    """Loads the model from its directory; a long wait so that concurrent requests surely merge."""
+    with _Server(create_app(model_dir, max_batch_size=6, max_wait_ms=100, **LIMITS)) as s:
+        yield s.url
+
+
+@pytest.fixture(scope="module")
+def unbatched(clf):
+    with _Server(create_app(clf, batching=False, **LIMITS)) as s:
+        yield s.url
+
+
+class Flaky:
+    """A classifier that fails on any batch holding the word 'boom'."""
+
+    def __init__(self, clf):
+        self.clf, self.labels_, self.strategy, self.model = clf, clf.labels_, clf.strategy, "flaky"
+
+    def predict_proba(self, texts):
+        if any("boom" in t for t in texts):
+            raise RuntimeError("boom inside the model")
+        return self.clf.predict_proba(texts)
+
+
+@pytest.fixture(scope="module")
+def flaky(clf):
+    with _Server(create_app(Flaky(clf), max_batch_size=32, max_wait_ms=50)) as s:
+        yield s.url
+
+
+def client(url):
+    return httpx.Client(base_url=url, timeout=30, trust_env=False)
+
+
+def check_predictions(body, texts, clf):
+    """Predictions in input order; probabilities equal predict_proba on each text (to 1e-6)."""
+    preds = body["predictions"]
+    assert len(preds) == len(texts)
+    labels = list(clf.labels_)
+    expected = np.concatenate([clf.predict_proba([t]) for t in texts])
+    got = np.array([[p["probabilities"][lab] for lab in labels] for p in preds])
+    assert list(preds[0]["probabilities"]) == labels
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert [p["label"] for p in preds] == [labels[k] for k in expected.argmax(1)]
+
+
+def stats(url):
+    with client(url) as c:
+        return c.get("/stats").json()
+
+
+# ---- the API ---------------------------------------------------------------------------------------------------
+
+def test_health_labels_and_docs(batched, clf, model_dir):
+    with client(batched) as c:
+        health = c.get("/health").json()
+        assert health["status"] == "ok" and health["strategy"] == "encoder-mlp"
+        assert health["model"] == clf.model and health["model_dir"] == str(model_dir)
+        assert c.get("/labels").json() == {"labels": list(clf.labels_)}
+        schema = c.get("/openapi.json").json()
+        req = schema["components"]["schemas"]["PredictRequest"]["properties"]["texts"]
+        assert req["type"] == "array" and req["minItems"] == 1 and req["maxItems"] == 8
+        assert req["items"]["maxLength"] == 200
+        assert "PredictResponse" in schema["components"]["schemas"]
+        assert {"/predict", "/health", "/labels", "/stats"} <= set(schema["paths"])
+        docs = c.get("/docs")
+        assert docs.status_code == 200 and "text/html" in docs.headers["content-type"]
+
+
+def test_predict_matches_predict_proba_in_input_order(batched, clf):
+    texts = ["urgent you have won", "see you at noon", "free entry txt win a prize", "ok", "call me later"]
+    with client(batched) as c:
+        r = c.post("/predict", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    check_predictions(r.json(), texts, clf)
+    whole = clf.predict_proba(texts)   # and equal to one predict_proba call on the same list
+    got = np.array([[p["probabilities"][lab] for lab in clf.labels_] for p in r.json()["predictions"]])
+    np.testing.assert_allclose(got, whole, atol=1e-6)
+
+
+def test_request_with_more_texts_than_the_batch_size_is_served(batched, clf):
+    texts = [f"message {i} win cash" for i in range(8)]   # max_batch_size is 6
+    before = stats(batched)
+    with client(batched) as c:
+        r = c.post("/predict", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    check_predictions(r.json(), texts, clf)
+    after = stats(batched)
+    assert after["texts"] - before["texts"] == 8 and after["largest_batch"] >= 8
+
+
+BIG = b'{"texts": ["' + b"a" * 5000 + b'"]}'
+
+
+def _chunks():
+    for _ in range(3):
+        yield b"x" * 2000
+
+
+@pytest.mark.parametrize("request_kw, status, message", [
+    ({"content": b'{"texts": ["a",', "headers": {"content-type": "application/json"}}, 400, "malformed JSON"),
+    ({"content": b"not json at all", "headers": {"content-type": "application/json"}}, 400, "malformed JSON"),
+    ({"json": {"texts": 5}}, 422, "list of strings"),
+    ({"json": {"texts": "one text"}}, 422, "list of strings"),
+    ({"json": {"texts": None}}, 422, "list of strings"),
+    ({"json": {"texts": [["nested"]]}}, 422, "texts[0] must be a string"),
+    ({"json": {"texts": ["fine", 3]}}, 422, "texts[1] must be a string"),
+    ({"json": {}}, 422, 'missing field "texts"'),
+    ({"json": ["a list", "not an object"]}, 422, "JSON object"),
+    ({"json": {"texts": ["a"], "extra": 1}}, 422, "unknown field"),
+    ({"json": {"texts": []}}, 422, "must not be empty"),
+    ({"json": {"texts": ["t"] * 9}}, 422, "the limit is 8"),
+    ({"json": {"texts": ["ok", "x" * 201]}}, 422, "index 1 is too long"),
+    ({"json": {"texts": ["ok", "   "]}}, 422, "index 1 is empty"),
+    ({"content": b'{"texts": ["\\ud800"]}', "headers": {"content-type": "application/json"}}, 422, "index 0"),
+    ({"content": b'{"texts": ["caf\xe9 \xff"]}', "headers": {"content-type": "application/json"}}, 400, "UTF-8"),
+    ({"content": BIG, "headers": {"content-type": "application/json"}}, 413, "4096 bytes"),
+    ({"content": _chunks, "headers": {"content-type": "application/json"}}, 413, "4096 bytes"),
+    ({"content": b'{"texts": ["a"]}', "headers": {"content-type": "text/plain"}}, 415, "application/json"),
+    ({"content": b"", "headers": {"content-type": "application/json"}}, 422, "body is empty"),
+    ({"content": b"null", "headers": {"content-type": "application/json"}}, 422, "must be a JSON object"),
+], ids=["truncated-json", "not-json", "number", "string", "null", "nested-list", "int-item", "missing", "array-body",
+        "extra-field", "empty-list", "too-many", "too-long", "blank", "surrogate", "non-utf8", "too-large",
+        "too-large-chunked", "text-plain", "empty-body", "null-body"])
+def test_bad_requests_get_clear_json_errors_and_the_server_keeps_serving(batched, request_kw, status, message):
+    kw = dict(request_kw)
+    if callable(kw.get("content")):
+        kw["content"] = kw["content"]()   # a generator: sent chunked, no Content-Length
+    with client(batched) as c:
+        r = c.post("/predict", **kw)
+        assert r.status_code == status, r.text
+        body = r.json()
+        assert isinstance(body["error"], str) and message in body["error"], body
+        assert "detail" in body
+    with client(batched) as c:   # a fresh connection: a 413 closes the old one
+        assert c.get("/health").json()["status"] == "ok"
+        assert c.post("/predict", json={"texts": ["still serving"]}).status_code == 200
+
+
+def test_unknown_route_and_method_are_json(batched):
+    with client(batched) as c:
+        r = c.get("/nope")
+        assert r.status_code == 404 and "error" in r.json()
+        r = c.get("/predict")
+        assert r.status_code == 405 and "error" in r.json()
+
+
+# ---- micro-batching over HTTP --------------------------------------------------------------------------------
+
+async def _fire(url, payloads):
+    async with httpx.AsyncClient(base_url=url, timeout=60, trust_env=False) as c:
+        return await asyncio.gather(*(c.post("/predict", json={"texts": t}) for t in payloads))
+
+
+def test_concurrent_clients_get_their_own_results_and_requests_are_merged(batched, clf):
+    payloads = [[f"client {i} text {j}: " + X[(i + j) % len(X)] for j in range(1 + i % 3)] for i in range(16)]
+    before = stats(batched)
+    responses = asyncio.run(_fire(batched, payloads))
+    after = stats(batched)
+    for r, texts in zip(responses, payloads):
+        assert r.status_code == 200, r.text
+        check_predictions(r.json(), texts, clf)
+    requests = after["requests"] - before["requests"]
+    batches = after["batches"] - before["batches"]
+    assert requests == 16 and after["texts"] - before["texts"] == sum(map(len, payloads))
+    assert batches < requests, (batches, requests)   # merged
+    assert after["largest_batch"] <= 8   # max_batch_size 6 (a single request may hold up to 8)
+
+
+def test_no_batching_runs_one_model_call_per_request(unbatched, clf):
+    payloads = [[f"alone {i}", X[i]] for i in range(6)]
+    before = stats(unbatched)
+    responses = asyncio.run(_fire(unbatched, payloads))
+    after = stats(unbatched)
+    for r, texts in zip(responses, payloads):
+        assert r.status_code == 200, r.text
+        check_predictions(r.json(), texts, clf)
+    assert after["requests"] - before["requests"] == after["batches"] - before["batches"] == 6
+    with client(unbatched) as c:
+        assert c.get("/health").json()["batching"] is False
+
+
+def test_model_error_is_500_for_that_request_only_and_the_server_keeps_serving(flaky, clf):
+    payloads = [[f"good {i}", X[i]] for i in range(5)] + [["this one goes boom"]]
+    responses = asyncio.run(_fire(flaky, payloads))
+    for r, texts in zip(responses[:-1], payloads[:-1]):
+        assert r.status_code == 200, r.text   # merged with the bad one, retried alone
+        check_predictions(r.json(), texts, clf)
+    bad = responses[-1]
+    assert bad.status_code == 500
+    assert bad.json()["error"] == "prediction failed" and "boom inside the model" in bad.json()["detail"]
+    with client(flaky) as c:
+        assert c.get("/health").json()["status"] == "ok"
+        r = c.post("/predict", json={"texts": ["after the failure"]})
+        assert r.status_code == 200
+        s = c.get("/stats").json()
+    assert s["errors"] == 1 and s["requests"] == 7
+
+
+# ---- MicroBatcher on its own (no model, no HTTP) ---------------------------------------------------------------
+
+def test_microbatcher_merges_splits_and_keeps_each_callers_rows():
+    calls = []
+
+    def predict(texts):
+        calls.append(list(texts))
+        return np.array([[float(t), -float(t)] for t in texts])
+
+    async def scenario():
+        b = MicroBatcher(predict, max_batch_size=4, max_wait_ms=100)
+        await b.start()
+        sizes = [1, 2, 1, 3, 6, 1]
+        jobs, n = [], 0
+        for s in sizes:
+            jobs.append([str(n + k) for k in range(s)])
+            n += s
+        results = await asyncio.gather(*(b.submit(t) for t in jobs))
+        await b.stop()
+        return jobs, results, b.stats
+
+    jobs, results, st = asyncio.run(scenario())
+    for texts, rows in zip(jobs, results):
+        np.testing.assert_array_equal(rows[:, 0], [float(t) for t in texts])
+    assert sorted(t for c in calls for t in c) == sorted(t for j in jobs for t in j)
+    # a request is never split; every call holds at most 4 texts unless it is one request of more
+    for c in calls:
+        assert len(c) <= 4 or any(c == j for j in jobs)
+    assert st["requests"] == 6 and st["batches"] == len(calls) < 6 and st["texts"] == 14
+
+
+def test_microbatcher_without_batching_and_with_zero_wait():
+    async def scenario(**kw):
+        calls = []
+        b = MicroBatcher(lambda t: calls.append(len(t)) or np.zeros((len(t), 2)), max_batch_size=8, **kw)
+        await asyncio.gather(*(b.submit(["a", "b"]) for _ in range(4)))
+        await b.stop()
+        return calls
+
+    assert asyncio.run(scenario(batching=False)) == [2, 2, 2, 2]
+    assert sum(asyncio.run(scenario(max_wait_ms=0))) == 8   # merges only what is already queued
+
+
+# ---- command line ----------------------------------------------------------------------------------------------
+
+def test_cli_flags_and_cmd_serve_run_uvicorn(monkeypatch, model_dir):
+    import argparse
+    p = argparse.ArgumentParser()
+    add_serve_arguments(p)
+    args = p.parse_args(["--model-dir", str(model_dir)])
+    assert (args.host, args.port, args.max_batch_size, args.max_wait_ms, args.no_batching) == \
+        ("127.0.0.1", 8000, 32, 5.0, False)
+    assert (args.max_texts, args.max_text_chars, args.max_body_bytes) == (256, 10_000, 1_000_000)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--model-dir", "m", "--port", "70000"])
+    with pytest.raises(SystemExit):
+        p.parse_args(["--model-dir", "m", "--max-batch-size", "0"])
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app, **kw))
+    args = p.parse_args(["--model-dir", str(model_dir), "--port", "8123", "--no-batching", "--max-texts", "3",
+                         "--log-level", "warning", "--threads", "1"])
+    assert cmd_serve(args) == 0
+    assert (seen["host"], seen["port"], seen["log_level"]) == ("127.0.0.1", 8123, "warning")
+    assert seen["app"].state.batcher.batching is False
+
+
+def test_main_reports_a_bad_model_dir_in_one_line(tmp_path, capsys):
+    assert main(["--model-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a saved headswap model" in err and "Traceback" not in err
