@@ -168,44 +168,43 @@ def cmd_eval(args) -> int:
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True)
     p.add_argument("texts", nargs="*", help="texts to classify (default: --data, else one text per stdin line)")
-    p.add_argument("--data", help="a CSV/TSV/JSONL file with a text column")
+    p.add_argument("--data", help="a CSV/TSV/JSONL file with a text column; read as a stream")
     p.add_argument("--text-column", default="text")
     p.add_argument("--out", help="write JSON lines here instead of stdout")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in --out and continue after them")
     p.add_argument("--chunk-size", type=int, default=256, help="texts read, predicted and written at a time")
     p.add_argument("-q", "--quiet", action="store_true")
 
 
-def _stdin_texts():
-    for line in sys.stdin:
-        line = line.rstrip("\n")
-        if line.strip():
-            yield line
-
-
 def cmd_predict(args) -> int:
     from .api import TextClassifier
-    from .data import load_texts
+    from .stream import completed_rows, iter_texts, predict_stream, stdin_texts
 
-    clf = TextClassifier.load(args.model_dir, progress=False)
+    if args.chunk_size < 1:
+        raise HeadswapError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.resume and not args.out:
+        raise HeadswapError("--resume needs --out (the file to continue)")
     if args.texts:
-        texts = iter(args.texts)
+        rows = enumerate(args.texts, start=1)
     elif args.data:
-        texts = iter(load_texts(args.data, text_column=args.text_column).texts)
+        rows = iter_texts(args.data, text_column=args.text_column)
     else:
-        texts = _stdin_texts()
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
-    labels = list(clf.labels_)
+        rows = stdin_texts()
+    clf = TextClassifier.load(args.model_dir, progress=False)
+    skip, last = 0, None
+    if args.out:
+        out_path = Path(args.out)
+        if args.resume:
+            skip, last = completed_rows(out_path)
+            if skip:
+                print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)
+        elif out_path.exists() and out_path.stat().st_size:
+            raise HeadswapError(f"{out_path} exists; pass --resume to continue it, or remove it")
+        out = open(out_path, "a", encoding="utf-8")
+    else:
+        out = sys.stdout
     try:
-        while True:
-            chunk = [t for _, t in zip(range(args.chunk_size), texts)]
-            if not chunk:
-                break
-            for text, row in zip(chunk, clf.predict_proba(chunk)):
-                best = int(row.argmax())
-                out.write(json.dumps({"text": text, "label": labels[best],
-                                      "probabilities": {lab: round(float(p), 6) for lab, p in zip(labels, row)}},
-                                     ensure_ascii=False) + "\n")
-            out.flush()
+        predict_stream(clf, rows, out, args.chunk_size, skip, last, progress=not args.quiet)
     finally:
         if out is not sys.stdout:
             out.close()
