@@ -46,6 +46,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     strategy: one of headswap.strategies.STRATEGIES. regime: head-only | partial | full | lora | auto
     (auto: full for encoders, lora for causal LMs). epochs=0 runs a zero-shot strategy untrained.
+    checkpoint_dir: write a checkpoint there after every epoch (atomically, see headswap.checkpoint);
+    resume=True continues from it when it holds a complete one (same data and settings).
     """
 
     def __init__(self, strategy: str = "encoder-mlp", model: str = "minilm", regime: str = "auto",
@@ -55,7 +57,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                  last_n: int = 1, lora_r: int = 16, lora_alpha: int = 32, lora_dropout: float = 0.05,
                  max_length: int = 128, instruction: str | None = None, descriptions: dict | None = None,
                  metric: str = "macro_f1", eval_fraction: float = 0.1, seed: int = 0, progress: bool = True,
-                 eval_batch_size: int = 32, positive_label: str | None = "auto"):
+                 eval_batch_size: int = 32, positive_label: str | None = "auto",
+                 checkpoint_dir: str | None = None, resume: bool = False):
         self.strategy = strategy
         self.model = model
         self.regime = regime
@@ -82,6 +85,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.progress = progress
         self.eval_batch_size = eval_batch_size
         self.positive_label = positive_label
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
 
     # ---- resolved settings -------------------------------------------------------------------------
     def _check_settings(self) -> None:
@@ -205,7 +210,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                            eval_batch_size=self.eval_batch_size, head_lr=self.head_lr, body_lr=self._body_lr(),
                            weight_decay=self.weight_decay, schedule=self.schedule, warmup_ratio=self.warmup_ratio,
                            max_grad_norm=self.max_grad_norm, seed=self.seed, metric=self.metric,
-                           progress=self.progress)
+                           progress=self.progress,
+                           checkpoint_dir=str(self.checkpoint_dir) if self.checkpoint_dir else None,
+                           resume=self.resume)
 
     def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
@@ -253,7 +260,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         module, collate = self.module_, self.encoder_.collate
         t0 = time.perf_counter()
         if self.regime_ == "head-only" and supports_feature_cache(module):
-            # The frozen body gives each text the same features every epoch: compute them once.
+            # The frozen body gives each text the same features every epoch: compute them once. They are
+            # recomputed (identically) on resume; the checkpoint holds the head alone.
             train_items = self._feature_items(train_items, y_train, "caching training features")
             val_items = self._feature_items(val_items, y_val, "caching validation features") if val_items else None
             module, collate = HeadOnFeatures(self.module_.head), collate_features
@@ -394,6 +402,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             params["model"] = base["ref"]   # absolute: resolves from any working directory
         if progress is not None:
             params["progress"] = progress
+        # A reloaded model does not continue its training run: refitting it starts afresh.
+        params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
         try:
             weights = load_file(str(path / WEIGHTS_FILE))

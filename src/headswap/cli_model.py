@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -72,7 +74,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-limit", type=int, help="use a stratified sample of this many training texts")
     p.add_argument("--metric", default="macro_f1", help="validation metric for the best epoch")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="directory to save the trained model in")
+    p.add_argument("--out", required=True, help="directory to save the trained model in; during training it holds "
+                   "OUT/checkpoints (one per epoch, removed once the model is saved)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from OUT/checkpoints "
+                   "(same data and options); without a complete checkpoint, training starts from scratch")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -115,11 +120,17 @@ def cmd_train(args) -> int:
                          last_n=args.last_n, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
                          lora_dropout=args.lora_dropout, max_length=args.max_length,
                          instruction=_read_text_arg(args.prompt), descriptions=args.descriptions,
-                         metric=args.metric, seed=args.seed, progress=not args.quiet)
+                         metric=args.metric, seed=args.seed, progress=not args.quiet,
+                         checkpoint_dir=str(Path(args.out) / "checkpoints"), resume=args.resume)
     print(f"training {args.strategy} on {args.model} ({clf.regime_}), {len(train)} texts, "
           f"{len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
     t0 = time.perf_counter()
     clf.fit(train.texts, train.labels, *( (val.texts, val.labels) if val is not None else ()))
+    # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
+    from accelerate.state import AcceleratorState, PartialState
+    if not AcceleratorState().is_main_process:
+        PartialState().wait_for_everyone()
+        return 0
     print(f"trained in {time.perf_counter() - t0:.1f} s; trainable parameters {clf.trainable_params_:,}",
           file=sys.stderr)
     if test is not None:
@@ -127,9 +138,33 @@ def cmd_train(args) -> int:
         clf.evaluation_ = {**m.to_dict(), "source": str(test_path)}
         print(f"\ntest set {test_path} ({len(test)} texts):\n{m.report()}")
         print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
-    out = clf.save(args.out)
+    out = save_atomically(clf, args.out)
     print(f"saved to {out}", file=sys.stderr)
+    PartialState().wait_for_everyone()
     return 0
+
+
+def save_atomically(clf, out) -> Path:
+    """Save into OUT.tmp, then swap it in, so that OUT is always a complete model (the old or the new one).
+
+    Sequence: clf.save(OUT.tmp); rename OUT -> OUT.old (a directory cannot be renamed over a non-empty
+    one); rename OUT.tmp -> OUT; remove OUT.old. A crash before the first rename leaves OUT untouched; one
+    between the renames leaves the old model in OUT.old and the new one in OUT.tmp. OUT/checkpoints, the
+    per-epoch training checkpoints, goes away with OUT.old once the new model is in place.
+    """
+    given = Path(out)
+    out = given.resolve()
+    tmp, old = out.with_name(out.name + ".tmp"), out.with_name(out.name + ".old")
+    if tmp.exists():
+        shutil.rmtree(tmp)          # a save that was interrupted earlier
+    if old.exists() and out.exists():
+        shutil.rmtree(old)          # left by a crash after the swap (with no OUT, OUT.old is kept for now)
+    clf.save(tmp)
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    return given
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:

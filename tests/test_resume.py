@@ -1,0 +1,257 @@
+"""Checkpoints and resume: an interrupted run, resumed, ends exactly where an uninterrupted one does.
+
+Model: the tiny transformer (partial regime, so frozen parameters are present) with dropout, so that a
+resume that failed to restore the RNG state, the optimizer moments, the scheduler position or the epoch's
+shuffle order would end with different weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from headswap.checkpoint import MARKER, TRAINABLE, CheckpointError, find_checkpoint
+from headswap.classifier import Classifier
+from headswap.demo import make_collate
+from headswap.fixture import fixture_split
+from headswap.regimes import apply_regime
+from headswap.tiny import TinyConfig, TinyTransformer
+from headswap.tokenizer import ByteTokenizer
+from headswap.training import TrainConfig, fit
+
+SCRIPT = Path(__file__).with_name("mp_train_script.py")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    tr_x, tr_y, _, _ = fixture_split()
+    items = [(x, int(y == "spam")) for x, y in zip(tr_x, tr_y)]
+    return items[:64], items[64:96]
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _run(data, ckpt=None, resume=False, stop_after=None, lines=None, **overrides):
+    train, val = data
+    torch.manual_seed(0)
+    body = TinyTransformer(TinyConfig(hidden=32, heads=2, blocks=2, max_len=32, dropout=0.1))
+    model = apply_regime(Classifier(body, 32, 2), "partial", last_n=1)
+    cfg = TrainConfig(**{"epochs": 4, "batch_size": 16, "head_lr": 1e-2, "body_lr": 3e-3, "seed": 5,
+                         "metric": "accuracy", "progress": False, "checkpoint_dir": ckpt and str(ckpt),
+                         "resume": resume, **overrides})
+
+    def stop(entry):
+        if stop_after is not None and entry.epoch == stop_after:
+            raise Interrupted(entry.epoch)
+
+    result = fit(model, train, make_collate(ByteTokenizer()), cfg, eval_items=val,
+                 eval_labels=[y for _, y in val], label_names=["ham", "spam"], positive_label="spam",
+                 log=(lines.append if lines is not None else None), on_epoch_end=stop)
+    weights = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    return result, weights
+
+
+def _history(result):
+    return [{k: v for k, v in asdict(h).items() if k != "seconds"} for h in result.history]
+
+
+def _same_weights(a, b, atol=1e-6):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=atol, rtol=0, msg=k)
+
+
+@pytest.fixture(scope="module")
+def reference(data):
+    return _run(data)
+
+
+def _interrupted_at(data, ckpt, epoch):
+    with pytest.raises(Interrupted):
+        _run(data, ckpt, stop_after=epoch)
+    return json.loads((ckpt / "last" / MARKER).read_text())
+
+
+# ---- 1. interrupted + resumed == uninterrupted -----------------------------------------------------------------
+
+
+def test_interrupted_run_resumes_to_the_same_result(data, reference, tmp_path):
+    meta = _interrupted_at(data, tmp_path, 2)
+    assert meta["epoch"] == 2 and len(meta["history"]) == 2
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines)
+    ref_result, ref_weights = reference
+    assert result.resumed_epoch == 2
+    assert any("resuming from checkpoint" in m and "epoch 2/4 done, continuing with epoch 3" in m for m in lines)
+    trained = [m.split(":")[0].strip() for m in lines if m.strip().startswith("epoch ")]
+    assert trained == ["epoch 3/4", "epoch 4/4"]                             # epochs 1-2 were not retrained
+    _same_weights(weights, ref_weights)
+    assert _history(result) == _history(ref_result)
+    assert (result.best_epoch, result.best_score) == (ref_result.best_epoch, ref_result.best_score)
+
+
+def test_resuming_a_finished_run_trains_nothing_and_returns_the_same_model(data, reference, tmp_path):
+    _run(data, tmp_path)
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines)
+    assert result.resumed_epoch == 4 and any("nothing left to train" in m for m in lines)
+    _same_weights(weights, reference[1])
+    assert _history(result) == _history(reference[0])
+
+
+def test_resume_without_a_checkpoint_starts_from_scratch(data, reference, tmp_path):
+    lines = []
+    result, weights = _run(data, tmp_path / "empty", resume=True, lines=lines)
+    assert any("no checkpoint in" in m and "from scratch" in m for m in lines)
+    assert result.resumed_epoch == 0
+    _same_weights(weights, reference[1])
+
+
+# ---- 3. partial, corrupt and incompatible checkpoints -----------------------------------------------------------
+
+
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name == "headswap.training"]
+
+
+def test_half_written_checkpoint_is_reported_and_never_loaded(data, reference, tmp_path, caplog):
+    _interrupted_at(data, tmp_path, 1)
+    # A save killed mid-write: a .tmp dir with some files and no marker, and no `last` at all.
+    half = tmp_path / ".tmp-0123456789ab"
+    os.replace(tmp_path / "last", half)
+    (half / MARKER).unlink()
+    (half / TRAINABLE).write_bytes((half / TRAINABLE).read_bytes()[:100])   # truncated
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines)
+    [warning] = _warnings(caplog)
+    assert str(half) in warning and "incomplete" in warning and MARKER in warning
+    assert "optimizer.pt" not in warning                                   # present, so not named
+    assert any("no checkpoint in" in m for m in lines)
+    assert result.resumed_epoch == 0
+    _same_weights(weights, reference[1])
+    assert not half.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["last"]   # cleaned by the save
+
+
+def test_last_without_marker_is_incomplete_and_names_what_is_missing(data, reference, tmp_path, caplog):
+    _interrupted_at(data, tmp_path, 1)
+    (tmp_path / "last" / MARKER).unlink()
+    (tmp_path / "last" / "rng.pt").unlink()
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines)
+    [warning] = _warnings(caplog)
+    assert "incomplete" in warning and MARKER in warning and "rng.pt" in warning and "from scratch" in warning
+    assert "optimizer.pt" not in warning
+    assert result.resumed_epoch == 0
+    _same_weights(weights, reference[1])
+
+
+def test_interrupted_swap_recovers_the_newest_complete_checkpoint(data, reference, tmp_path, caplog):
+    # A crash between "rename last -> .old-*" and "rename .tmp-* -> last": no `last`, two complete copies.
+    _interrupted_at(data, tmp_path, 1)
+    shutil.copytree(tmp_path / "last", tmp_path / ".old-aaaaaaaaaaaa")
+    _interrupted_at(data, tmp_path, 2)
+    os.replace(tmp_path / "last", tmp_path / ".tmp-bbbbbbbbbbbb")
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines)
+    assert result.resumed_epoch == 2
+    assert any("using the complete checkpoint" in m and ".tmp-bbbbbbbbbbbb" in m for m in _warnings(caplog))
+    assert any("resuming from checkpoint" in m for m in lines)
+    _same_weights(weights, reference[1])
+
+
+def test_corrupt_checkpoint_raises_a_clear_error(data, tmp_path):
+    _interrupted_at(data, tmp_path, 1)
+    f = tmp_path / "last" / TRAINABLE
+    raw = bytearray(f.read_bytes())
+    raw[-1] ^= 0xFF                         # same size, one flipped bit in a weight
+    f.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"corrupt: trainable\.safetensors: sha256"):
+        _run(data, tmp_path, resume=True)
+    (tmp_path / "last" / MARKER).write_text("{not json")
+    with pytest.raises(CheckpointError, match="checkpoint.json is corrupt"):
+        _run(data, tmp_path, resume=True)
+
+
+def test_incompatible_checkpoint_raises_a_clear_error(data, tmp_path):
+    _interrupted_at(data, tmp_path, 1)
+    with pytest.raises(CheckpointError, match=r"different training setup.*epochs=4 there, 6 here"):
+        _run(data, tmp_path, resume=True, epochs=6)
+    with pytest.raises(CheckpointError, match=r"n_train: 64 there, 48 here"):
+        _run((data[0][:48], data[1]), tmp_path, resume=True)
+    other = [(text, 1 - label) for text, label in data[0]]          # same size, other labels
+    with pytest.raises(CheckpointError, match=r"the training data differ"):
+        _run((other, data[1]), tmp_path, resume=True)
+
+
+# ---- 2. a real SIGKILL -------------------------------------------------------------------------------------------
+
+
+def _victim(out, *args):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, str(SCRIPT), str(out), *KILL_ARGS, *args]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+KILL_ARGS = ("--epochs", "4", "--dropout", "0.1")
+
+
+def test_sigkilled_training_resumes_from_its_checkpoint(tmp_path, capsys):
+    """A subprocess trains with checkpoints and is SIGKILLed during epoch 2 (each batch takes >= 0.1 s, so
+    the kill lands inside the epoch after the first checkpoint appears); a fresh run with
+    resume continues from the checkpoint's epoch and ends with the weights of an uninterrupted run (the
+    reference and the resumed run call the same script's main() in this process, one thread, as the
+    subprocess does)."""
+    import mp_train_script
+
+    mp_train_script.main([str(tmp_path / "ref"), *KILL_ARGS])
+    ckpt = tmp_path / "ckpt"
+    victim = _victim(tmp_path / "killed", "--checkpoint-dir", str(ckpt), "--batch-delay", "0.1")
+    try:
+        deadline = time.monotonic() + 180
+        while not (ckpt / "last" / MARKER).exists():
+            assert victim.poll() is None, f"training ended before its first checkpoint:\n{victim.stdout.read()}"
+            assert time.monotonic() < deadline, "no checkpoint after 180 s"
+            time.sleep(0.02)
+        assert victim.poll() is None, "training finished before it could be killed"
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(30) == -signal.SIGKILL
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    victim.stdout.close()
+    assert not (tmp_path / "killed" / "result.json").exists()
+    # The kill may even land between the two renames of a checkpoint swap; the loader handles that too.
+    done = find_checkpoint(ckpt, info=lambda msg: None, warn=lambda msg: None).epoch
+    assert 1 <= done < 4
+    capsys.readouterr()
+    mp_train_script.main([str(tmp_path / "resumed"), *KILL_ARGS, "--checkpoint-dir", str(ckpt), "--resume"])
+    out = capsys.readouterr().out
+    assert f"epoch {done}/4 done, continuing with epoch {done + 1}" in out, out
+    assert f"epoch {done}/4:" not in out and "epoch 4/4:" in out          # picks up after the checkpoint
+    ref = json.loads((tmp_path / "ref" / "result.json").read_text())
+    got = json.loads((tmp_path / "resumed" / "result.json").read_text())
+    assert got["resumed_epoch"] == done
+    assert got["history"] == ref["history"] and got["accuracy"] == ref["accuracy"]
+    _same_weights(load_file(str(tmp_path / "resumed" / "model.safetensors")),
+                  load_file(str(tmp_path / "ref" / "model.safetensors")))
