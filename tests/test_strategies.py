@@ -140,7 +140,7 @@ def test_zero_shot_is_refused_for_untrained_heads(models, strategy):
 
 
 def test_sliced_head_equals_full_lm_head(models):
-    clf = make("slm-logits", models, epochs=0).fit(X, Y)   # default regime lora: fresh adapters are a no-op
+    clf = make("slm-logits", models, epochs=0, prefix_cache=False).fit(X, Y)   # default regime lora: fresh adapters are a no-op
     texts = ["win cash now call this number", "ok", "running late sorry"]
     batch = clf.encoder_.collate(clf.encoder_.encode(texts))
     mask = batch["attention_mask"]
@@ -537,3 +537,22 @@ def test_head_only_freezes_the_body(models, spy_fit, strategy):
     # training really ran on the head (with cached features, fit sees the head alone)
     assert spy_fit and all(n.startswith("head.") for n in spy_fit)
     assert any(not torch.equal(spy_fit[n], module.get_parameter(n)) for n in spy_fit)
+
+
+@pytest.mark.parametrize("strategy", ["slm-logits", "slm-letters", "slm-hidden-mlp"])
+def test_prefix_cache_gives_the_uncached_probabilities(models, tmp_path, strategy):
+    """The shared prompt prefix runs once as a KV cache; probabilities equal the full-prompt path, and a
+    model trained with the cache reloads without it (same parameter names, same weights)."""
+    clf = make(strategy, models, epochs=1, prefix_cache=True)
+    clf.fit(X, Y)
+    assert type(clf.module_.body).__name__ == "PrefixCachedBody"
+    assert not clf.encoder_.include_prefix
+    cached = clf.predict_proba(X)
+    clf.save(tmp_path / "m")
+    config = tmp_path / "m" / "headswap_config.json"
+    data = json.loads(config.read_text())
+    data["params"]["prefix_cache"] = False
+    config.write_text(json.dumps(data))
+    plain = TextClassifier.load(tmp_path / "m", progress=False)
+    assert type(plain.module_.body).__name__ == "HFBody"
+    np.testing.assert_allclose(plain.predict_proba(X), cached, atol=1e-4)

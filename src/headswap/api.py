@@ -29,6 +29,7 @@ from .hf import HFBody, base_of, strip_bert_pooler
 from .lora import LoraSettings, apply_lora
 from .metrics import Metrics, metrics_from_logits
 from .pooling import make_pool
+from .prefix_cache import PrefixCachedBody, supports_prefix_cache
 from .prompts import answer_token_ids, build_prompt
 from .regimes import REGIMES, apply_regime, count_parameters
 from .strategies import (DEFAULT_REGIME, NEEDS_CAUSAL, PROMPTED, STRATEGIES, ZERO_SHOT, CrossEncoderClassifier,
@@ -58,7 +59,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                  max_length: int = 128, instruction: str | None = None, descriptions: dict | None = None,
                  metric: str = "macro_f1", eval_fraction: float = 0.1, seed: int = 0, progress: bool = True,
                  eval_batch_size: int = 32, positive_label: str | None = "auto",
-                 checkpoint_dir: str | None = None, resume: bool = False):
+                 checkpoint_dir: str | None = None, resume: bool = False, prefix_cache: bool = True):
         self.strategy = strategy
         self.model = model
         self.regime = regime
@@ -87,6 +88,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.positive_label = positive_label
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
+        self.prefix_cache = prefix_cache
 
     # ---- resolved settings -------------------------------------------------------------------------
     def _check_settings(self) -> None:
@@ -143,7 +145,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if strategy in PROMPTED:
             prompt = build_prompt(tokenizer, labels, descriptions, self.instruction,
                                   letters=strategy == "slm-letters")
-            encoder = TextEncoder(tokenizer, "prompt", self.max_length, prompt=prompt)
+            # The shared prompt prefix runs once (a KV cache) instead of once per text; generate-parse
+            # keeps whole prompts, since generation manages its own cache.
+            cached = self.prefix_cache and strategy != "generate-parse" and supports_prefix_cache(hf_model)
+            encoder = TextEncoder(tokenizer, "prompt", self.max_length, prompt=prompt, include_prefix=not cached)
         elif strategy == "cross-encoder":
             encoder = TextEncoder(tokenizer, "pair", self.max_length, pair_texts=[descriptions[lab] for lab in labels],
                                   pair_token_types=getattr(hf_model.config, "type_vocab_size", 1) > 1)
@@ -161,11 +166,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             out = hf_model.get_output_embeddings()
             head = SlicedLMHead(out.weight, ids, getattr(out, "bias", None))
             self.answer_token_ids_ = ids
-            module = Classifier(HFBody(base_of(hf_model)), hidden, k, pooling="last", head=head)
+            module = Classifier(self._prompted_body(hf_model), hidden, k, pooling="last", head=head)
             del hf_model  # the vocab x hidden LM head is not used again (tied weights stay as embeddings)
         else:
             base = base_of(hf_model) if causal and hasattr(hf_model, "lm_head") else hf_model
-            body = HFBody(strip_bert_pooler(base))
+            body = self._prompted_body(hf_model) if strategy == "slm-hidden-mlp" else HFBody(strip_bert_pooler(base))
             pool = make_pool(self._pooling_for(causal), hidden)
             if strategy == "similarity":
                 use_protos = self.regime_ == "head-only" or self.epochs == 0
@@ -183,6 +188,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if weights is not None:
             self._load_weights(module, weights)
         self.module_ = module
+
+    def _prompted_body(self, hf_model) -> HFBody:
+        body = HFBody(base_of(hf_model) if hasattr(hf_model, "lm_head") else hf_model)
+        if self.encoder_.mode == "prompt" and not self.encoder_.include_prefix:
+            return PrefixCachedBody(body, self.encoder_.prefix_ids)
+        return body
 
     def _apply_regime(self, module) -> None:
         regime = self.regime_

@@ -36,6 +36,7 @@ class TextEncoder:
     pair_texts: list[str] | None = None  # class descriptions, for mode 'pair'
     prefix: str = ""                     # plain mode: an optional instruction before the text
     append_eos: bool = False             # plain mode for causal bodies: the last token is EOS
+    include_prefix: bool = True          # prompt mode: False when the body runs the prefix itself (KV cache)
     pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
     truncated: int = field(default=0, init=False)
 
@@ -59,7 +60,7 @@ class TextEncoder:
         if len(ids) > self.max_length:
             self.truncated += 1
             ids = ids[: self.max_length]
-        return self.prefix_ids + ids + self.suffix_ids
+        return (self.prefix_ids if self.include_prefix else []) + ids + self.suffix_ids
 
     def _pairs(self, text: str) -> list[dict]:
         out, cut = [], False
