@@ -7,7 +7,8 @@ the prefix do not depend on what follows it, so its keys and values can be compu
 
 * inference (eval mode, grad disabled): the prefix KV is computed once and kept until the body's
   parameters change (checked with their version counters and storage), the module switches mode
-  (``train()`` / ``eval()``), or :meth:`PrefixCachedBody.invalidate` is called;
+  (``train()`` after ``eval()`` or back; ``eval()`` on an eval-mode module keeps it), or
+  :meth:`PrefixCachedBody.invalidate` is called;
 * training (grad enabled): the prefix runs once per batch, as one row with grad, and its KV is
   expanded over the batch, so the prefix costs one row instead of B and gradients (LoRA adapters,
   trained blocks) still flow through it.
@@ -95,7 +96,8 @@ class PrefixCachedBody(HFBody):
         self._kv, self._kv_key = None, None
 
     def train(self, mode: bool = True):
-        self.invalidate()
+        if bool(mode) != self.training:  # a mode switch; eval() on an eval-mode body keeps the cache
+            self.invalidate()
         return super().train(mode)
 
     def _state_key(self) -> tuple | None:
