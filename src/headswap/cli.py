@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the head-swap capstone on the synthetic SMS fixture (CPU, ~1 minute)",
                           description="Pretrain a tiny byte-level transformer on a synthetic SMS fixture, swap "
                           "its LM head for a classifier head, and compare head-only, partial and full training.")
-    demo.add_argument("--pretrain-epochs", type=_positive_int, default=5)
+    demo.add_argument("--pretrain-epochs", type=_positive_int, default=8,
+                      help="LM pretraining epochs before the head swap (8: head-only then clears precision 0.9 / recall 0.85 on seeds 0-2)")
     demo.add_argument("--epoch-scale", type=_positive_float, default=1.0,
                       help="multiply every regime's epochs (0.25 for a quick run)")
     demo.add_argument("--pooling", choices=POOLINGS, default="mean")

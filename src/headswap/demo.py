@@ -46,7 +46,7 @@ def make_collate(tokenizer: ByteTokenizer):
     return collate
 
 
-def run_demo(pretrain_epochs: int = 5, epoch_scale: float = 1.0, pooling: str = "mean", head: str = "linear",
+def run_demo(pretrain_epochs: int = 8, epoch_scale: float = 1.0, pooling: str = "mean", head: str = "linear",
              seed: int = 0, progress: bool = True, log=print, runs=DEFAULT_RUNS) -> dict:
     start = time.perf_counter()
     cfg = TinyConfig()
