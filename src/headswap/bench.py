@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .data import LabelledData, check_eval_labels, check_training_data, load_dataset
+from .argtypes import int_at_least
 from .errors import ConfigError, DataError
 from .strategies import DEFAULT_REGIME, NEEDS_CAUSAL, STRATEGIES, ZERO_SHOT
 
@@ -911,24 +912,8 @@ def _log_row(row: dict, log) -> None:
 # Command line
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -944,16 +929,16 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                              + ", ".join(STRATEGIES))
     parser.add_argument("--regime", choices=("auto",) + tuple(REGIMES), default="auto",
                         help="training regime of the trained rows (auto: each strategy's default)")
-    parser.add_argument("--epochs", type=_non_negative_int, default=1,
+    parser.add_argument("--epochs", type=int_at_least(0), default=1,
                         help="training epochs (0: zero-shot rows only)")
-    parser.add_argument("--train-limit", type=_positive_int, metavar="N",
+    parser.add_argument("--train-limit", type=int_at_least(1), metavar="N",
                         help="use a stratified, seeded subset of N training texts")
-    parser.add_argument("--test-limit", type=_positive_int, metavar="M",
+    parser.add_argument("--test-limit", type=int_at_least(1), metavar="M",
                         help="use a stratified, seeded subset of M test texts")
     parser.add_argument("--out", default="bench-out", metavar="OUT", help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=_positive_int, default=16)
-    parser.add_argument("--max-length", type=_positive_int, default=128)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=16)
+    parser.add_argument("--max-length", type=int_at_least(1), default=128)
     parser.add_argument("--no-zero-shot", action="store_true",
                         help="no extra untrained rows for the zero-shot strategies")
     parser.add_argument("--no-estimate", action="store_true",

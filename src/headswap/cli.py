@@ -6,27 +6,12 @@ import argparse
 import logging
 import sys
 
+from .argtypes import int_at_least, positive_float
 from .errors import HeadswapError
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
-    return value
 
 
 def cmd_demo(args) -> int:
@@ -52,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the head-swap capstone on the synthetic SMS fixture (CPU, ~1 minute)",
                           description="Pretrain a tiny byte-level transformer on a synthetic SMS fixture, swap "
                           "its LM head for a classifier head, and compare head-only, partial and full training.")
-    demo.add_argument("--pretrain-epochs", type=_positive_int, default=8,
+    demo.add_argument("--pretrain-epochs", type=int_at_least(1), default=8,
                       help="LM pretraining epochs before the head swap (8: head-only then clears precision 0.9 / recall 0.85 on seeds 0-2)")
-    demo.add_argument("--epoch-scale", type=_positive_float, default=1.0,
+    demo.add_argument("--epoch-scale", type=positive_float, default=1.0,
                       help="multiply every regime's epochs (0.25 for a quick run)")
     demo.add_argument("--pooling", choices=POOLINGS, default="mean")
     demo.add_argument("--head", choices=HEADS, default="linear")

@@ -16,7 +16,6 @@ import difflib
 from collections import Counter
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 STRATEGIES = {
