@@ -36,3 +36,18 @@ def test_cli_errors_are_one_clear_line(tmp_path, args, message):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_zero_shot_train_saves_a_model_without_training(tmp_path):
+    """epochs 0 builds no Accelerator; the main-process check must still work."""
+    import sys as _sys
+    _sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from tiny_models import make_tiny_causal
+
+    model = make_tiny_causal(tmp_path / "cau")
+    csv = tmp_path / "d.csv"
+    csv.write_text("text,label\n" + "".join(f"msg {i},{'a' if i % 2 else 'b'}\n" for i in range(10)))
+    r = run("train", "--data", str(csv), "--strategy", "slm-letters", "--model", str(model), "--epochs", "0",
+            "--out", str(tmp_path / "m"), "-q")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m" / "headswap_config.json").is_file()

@@ -127,8 +127,9 @@ def cmd_train(args) -> int:
     t0 = time.perf_counter()
     clf.fit(train.texts, train.labels, *( (val.texts, val.labels) if val is not None else ()))
     # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
-    from accelerate.state import AcceleratorState, PartialState
-    if not AcceleratorState().is_main_process:
+    from accelerate.state import PartialState
+    # PartialState sets itself up from the launch environment; a zero-shot run never built an Accelerator.
+    if not PartialState().is_main_process:
         PartialState().wait_for_everyone()
         return 0
     print(f"trained in {time.perf_counter() - t0:.1f} s; trainable parameters {clf.trainable_params_:,}",
