@@ -122,7 +122,8 @@ def cmd_train(args) -> int:
                          instruction=_read_text_arg(args.prompt), descriptions=args.descriptions,
                          metric=args.metric, seed=args.seed, progress=not args.quiet,
                          checkpoint_dir=str(Path(args.out) / "checkpoints"), resume=args.resume)
-    print(f"training {args.strategy} on {args.model} ({clf.regime_}), {len(train)} texts, "
+    print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
+          f"{len(train)} texts, "
           f"{len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
     t0 = time.perf_counter()
     clf.fit(train.texts, train.labels, *( (val.texts, val.labels) if val is not None else ()))
