@@ -38,6 +38,7 @@ from typing import Annotated, Any, Callable, Sequence
 
 import numpy as np
 
+from .argtypes import float_at_least, int_at_least
 from .errors import ConfigError, DataError, HeadswapError
 
 log = logging.getLogger(__name__)
@@ -539,33 +540,14 @@ def _version() -> str:
 # Command line
 
 
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected a number >= {low}, got {value}")
-        return value
-    return parse
-
-
 def _port(text: str) -> int:
-    value = _int_at_least(0)(text)
+    value = int_at_least(0)(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value}")
     return value
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+_non_negative_float = float_at_least(0)
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -573,19 +555,19 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only; "
                    "there is no authentication)")
     p.add_argument("--port", type=_port, default=8000, help="default 8000")
-    p.add_argument("--max-batch-size", type=_int_at_least(1), default=DEFAULTS["max_batch_size"],
+    p.add_argument("--max-batch-size", type=int_at_least(1), default=DEFAULTS["max_batch_size"],
                    help="most texts merged into one model call (default %(default)s)")
     p.add_argument("--max-wait-ms", type=_non_negative_float, default=DEFAULTS["max_wait_ms"],
                    help="how long the first request of a batch waits for others (default %(default)s; 0 = merge "
                    "only what is already queued)")
     p.add_argument("--no-batching", action="store_true", help="one request per model call (for comparison)")
-    p.add_argument("--max-texts", type=_int_at_least(1), default=DEFAULTS["max_texts_per_request"],
+    p.add_argument("--max-texts", type=int_at_least(1), default=DEFAULTS["max_texts_per_request"],
                    help="most texts per request (default %(default)s)")
-    p.add_argument("--max-text-chars", type=_int_at_least(1), default=DEFAULTS["max_text_chars"],
+    p.add_argument("--max-text-chars", type=int_at_least(1), default=DEFAULTS["max_text_chars"],
                    help="most characters per text (default %(default)s)")
-    p.add_argument("--max-body-bytes", type=_int_at_least(1), default=DEFAULTS["max_body_bytes"],
+    p.add_argument("--max-body-bytes", type=int_at_least(1), default=DEFAULTS["max_body_bytes"],
                    help="largest request body (default %(default)s)")
-    p.add_argument("--threads", type=_int_at_least(1), help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--threads", type=int_at_least(1), help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug", "trace"],
                    default="info")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
