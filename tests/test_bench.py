@@ -57,14 +57,7 @@ def _assert_png(path: Path) -> None:
     assert image.ndim == 3 and image.shape[0] > 0 and image.shape[1] > 0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy shared 2-core machine two OpenMP
-    threads wait on each other: one thread makes these tests many times faster there."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

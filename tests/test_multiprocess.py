@@ -28,7 +28,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from safetensors.torch import load_file
 
 SCRIPT = Path(__file__).with_name("mp_train_script.py")
@@ -48,12 +47,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_two_processes_train_once_and_match_one_process(tmp_path, one_thread, capsys):

@@ -33,12 +33,7 @@ from headswap.training import TrainConfig, fit
 SCRIPT = Path(__file__).with_name("mp_train_script.py")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

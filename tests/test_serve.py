@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
@@ -30,12 +29,7 @@ Y = ["spam", "spam", "ham", "ham", "spam", "ham"] * 2
 LIMITS = {"max_texts_per_request": 8, "max_text_chars": 200, "max_body_bytes": 4096}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

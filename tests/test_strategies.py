@@ -35,14 +35,7 @@ Y = ["spam", "spam", "ham", "ham", "spam", "ham"] * 2
 ENCODER_STRATEGIES = [s for s in STRATEGIES if s not in NEEDS_CAUSAL]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The models are tiny: a second intra-op thread only adds spin-waiting, which on a loaded 2-core
-    machine made single matmuls ~50x slower (a LoRA fit took 20 s instead of 0.3 s)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
