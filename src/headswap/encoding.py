@@ -66,8 +66,10 @@ class TextEncoder:
         out, cut = [], False
         kw = {} if self.pair_token_types is None else {"return_token_type_ids": self.pair_token_types}
         for desc in self.pair_texts:
-            enc = self.tokenizer(text, desc, truncation="only_first", max_length=self.max_length, **kw)
-            cut = cut or len(self.tokenizer(text, desc)["input_ids"]) > self.max_length
+            enc = self.tokenizer(text, desc, **kw)
+            if len(enc["input_ids"]) > self.max_length:  # only over-long pairs are tokenized a second time
+                cut = True
+                enc = self.tokenizer(text, desc, truncation="only_first", max_length=self.max_length, **kw)
             out.append({"input_ids": enc["input_ids"], "token_type_ids": enc.get("token_type_ids")})
         self.truncated += cut
         return out
