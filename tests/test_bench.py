@@ -17,6 +17,7 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 from headswap.bench import (
     BASELINE_STRATEGY,
     PlannedRow,
+    _classifier,
     _Settings,
     add_bench_arguments,
     cmd_bench,
@@ -333,6 +334,28 @@ def test_bench_arguments():
     defaults = parser.parse_args(["--data", "d"])
     assert defaults.models == ["minilm", "smollm2-135m"] and defaults.strategies == ["all"]
     assert defaults.regime == "auto" and defaults.out == "bench-out" and defaults.batch_size == 16
-    for bad in (["--train-limit", "0"], ["--regime", "half"], ["--epochs", "-1"]):
+    assert defaults.body_lr is None and defaults.head_lr is None
+    lrs = parser.parse_args(["--data", "d", "--body-lr", "1e-4", "--head-lr", "2e-3"])
+    assert (lrs.body_lr, lrs.head_lr) == (1e-4, 2e-3)
+    for bad in (["--train-limit", "0"], ["--regime", "half"], ["--epochs", "-1"], ["--body-lr", "0"],
+                ["--head-lr", "fast"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["--data", "d", *bad])
+
+
+def test_learning_rates_reach_each_row_and_the_report():
+    row = PlannedRow("minilm", "encoder", "encoder-mlp", "full", 1)
+    plain = _classifier(row, _Settings(seed=0, batch_size=8, max_length=32, progress=False))
+    assert plain.body_lr is None and plain.head_lr == 1e-3          # TextClassifier's defaults stay
+    set_lr = _classifier(row, _Settings(seed=0, batch_size=8, max_length=32, progress=False,
+                                        body_lr=1e-4, head_lr=5e-3))
+    assert (set_lr.body_lr, set_lr.head_lr) == (1e-4, 5e-3)
+
+
+def test_learning_rates_in_results(tiny_dirs, tmp_path):
+    _, enc, _, data = tiny_dirs
+    results = run_bench(data, models=[enc], strategies="encoder-mlp", epochs=1, train_limit=20, test_limit=10,
+                        out=tmp_path, progress=False, estimate=False, log=lambda _msg: None, body_lr=1e-4)
+    assert results["meta"]["args"]["body_lr"] == 1e-4 and results["meta"]["args"]["head_lr"] is None
+    md = (tmp_path / "results.md").read_text()
+    assert "body lr 0.0001." in md and "head lr" not in md

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .data import LabelledData, check_eval_labels, check_training_data, load_dataset
-from .argtypes import int_at_least
+from .argtypes import int_at_least, positive_float
 from .errors import ConfigError, DataError
 from .strategies import DEFAULT_REGIME, NEEDS_CAUSAL, STRATEGIES, ZERO_SHOT
 
@@ -402,6 +402,8 @@ class _Settings:
     batch_size: int
     max_length: int
     progress: bool
+    head_lr: float | None = None
+    body_lr: float | None = None
 
 
 def _classifier(p: PlannedRow, s: _Settings, **overrides):
@@ -412,6 +414,8 @@ def _classifier(p: PlannedRow, s: _Settings, **overrides):
     params = dict(strategy=p.strategy, model=p.model, regime="full" if p.zero_shot else p.regime,
                   epochs=p.epochs, batch_size=s.batch_size, max_length=s.max_length, seed=s.seed,
                   progress=s.progress)
+    # Unset learning rates keep TextClassifier's defaults (body lr 3e-5 full, 2e-4 LoRA; head 1e-3).
+    params.update({k: v for k, v in (("head_lr", s.head_lr), ("body_lr", s.body_lr)) if v is not None})
     params.update(overrides)
     return TextClassifier(**params)
 
@@ -626,7 +630,9 @@ def render_markdown(results: dict) -> str:
     sizes.append(f"test {data['test']['used']} of {data['test']['rows']}")
     lines.append(f"Data `{args['data_dir']}`: {', '.join(sizes)} (stratified, seed {args['seed']}). "
                  f"Epochs {args['epochs']}, regime {args['regime']}, batch size {args['batch_size']}, "
-                 f"max length {args['max_length']}.")
+                 f"max length {args['max_length']}"
+                 + "".join(f", {name} {args[key]:g}" for key, name in (("body_lr", "body lr"), ("head_lr", "head lr"))
+                           if args.get(key) is not None) + ".")
     lines.append("")
     lines.append("## Results on the test set, best macro F1 first")
     lines.append("")
@@ -792,7 +798,8 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
               epochs: int = 1, train_limit: int | None = None, test_limit: int | None = None, out="bench-out",
               seed: int = 0, batch_size: int = 16, max_length: int = 128, progress: bool = True,
               zero_shot: bool = True, log: Callable[[str], None] = print, estimate: bool = True,
-              command: Sequence[str] | None = None) -> dict:
+              command: Sequence[str] | None = None, head_lr: float | None = None,
+              body_lr: float | None = None) -> dict:
     """Benchmark strategies x models on DIR's split against TF-IDF + LinearSVC; write OUT; return the results.
 
     estimate: time a training batch and an inference batch before each row and print the extrapolated time.
@@ -823,14 +830,16 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
 
     args = {"data_dir": str(data_dir), "models": models, "strategies": names, "regime": regime, "epochs": epochs,
             "train_limit": train_limit, "test_limit": test_limit, "out": str(out), "seed": seed,
-            "batch_size": batch_size, "max_length": max_length, "zero_shot": zero_shot}
+            "batch_size": batch_size, "max_length": max_length, "zero_shot": zero_shot,
+            "head_lr": head_lr, "body_lr": body_lr}
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "headswap_version": __version__, "machine": _machine(), "args": args,
             "command": list(command) if command is not None else None, "data": data.sizes,
             "models": {m: {"kind": s.kind, "path": s.path, "gguf_file": s.gguf_file, "builtin": s.builtin}
                        for m, s in specs.items()}}
     results = {"meta": meta, "rows": [], "skipped": skipped}
-    settings = _Settings(seed=seed, batch_size=batch_size, max_length=max_length, progress=progress)
+    settings = _Settings(seed=seed, batch_size=batch_size, max_length=max_length, progress=progress,
+                         head_lr=head_lr, body_lr=body_lr)
     used_names: set[str] = set()
 
     val = data.validation
@@ -939,6 +948,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int_at_least(1), default=16)
     parser.add_argument("--max-length", type=int_at_least(1), default=128)
+    parser.add_argument("--body-lr", type=positive_float, metavar="LR",
+                        help="learning rate of the body's trainable weights (default: 3e-5 full/partial, 2e-4 LoRA)")
+    parser.add_argument("--head-lr", type=positive_float, metavar="LR", help="learning rate of the head (default 1e-3)")
     parser.add_argument("--no-zero-shot", action="store_true",
                         help="no extra untrained rows for the zero-shot strategies")
     parser.add_argument("--no-estimate", action="store_true",
@@ -953,5 +965,6 @@ def cmd_bench(args) -> int:
                         epochs=args.epochs, train_limit=args.train_limit, test_limit=args.test_limit, out=args.out,
                         seed=args.seed, batch_size=args.batch_size, max_length=args.max_length,
                         progress=not args.quiet, zero_shot=not args.no_zero_shot,
-                        estimate=not getattr(args, "no_estimate", False), command=["headswap", *sys.argv[1:]])
+                        estimate=not getattr(args, "no_estimate", False), command=["headswap", *sys.argv[1:]],
+                        head_lr=args.head_lr, body_lr=args.body_lr)
     return 1 if any(r.get("status") != "ok" for r in results["rows"]) else 0
