@@ -441,6 +441,12 @@ def test_bad_training_input(models, trained):
     ("spma", (0, "fuzzy")),
     ("hm", (1, "fuzzy")),
     ("hamster", (1, "exact")),            # documented: the first answer the output starts with
+    ("The text is: win cash. Answer: spam", (0, "search")),
+    ("I would say ham.", (1, "search")),
+    ("spam or ham? hard to say", (0, "exact")),           # the first word decides before any search
+    ("it could be spam, or ham", (None, "unparsed")),     # two answers named: no guess
+    ("spammer alert", (0, "exact")),
+    ("the hamburger is hot", (None, "unparsed")),         # search matches whole words only
     ("xyzzy", (None, "unparsed")),
     ("", (None, "unparsed")),
     ("...", (None, "unparsed")),

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 
 import torch
@@ -111,7 +112,9 @@ class CrossEncoderClassifier(nn.Module):
 
 def parse_answer(output: str, answers: list[str]) -> tuple[int | None, str]:
     """Map generated text to a class index: exact (case-insensitive) match of the first line or word,
-    then the first answer the output starts with, then a fuzzy match; (None, 'unparsed') otherwise."""
+    then the first answer the output starts with, then a fuzzy match of the first word, then the one answer
+    that appears anywhere as a whole word ('search'; an untrained SLM often writes 'The answer is: spam');
+    (None, 'unparsed') when none does, or when several answers appear."""
     text = output.strip()
     lowered = [a.lower() for a in answers]
     first_line = text.splitlines()[0].strip().strip(".!\"'`*").lower() if text else ""
@@ -125,6 +128,9 @@ def parse_answer(output: str, answers: list[str]) -> tuple[int | None, str]:
     close = difflib.get_close_matches(first_word, lowered, n=1, cutoff=0.6) if first_word else []
     if close:
         return lowered.index(close[0]), "fuzzy"
+    found = {i for i, a in enumerate(lowered) if re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text.lower())}
+    if len(found) == 1:
+        return found.pop(), "search"
     return None, "unparsed"
 
 
@@ -147,7 +153,9 @@ class GenerateParseClassifier(nn.Module):
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
         self.answer_ids = [tokenizer(answer_separator + a, add_special_tokens=False)["input_ids"] + eos
                            for a in answers]
-        self.max_new_tokens = max(len(a) for a in self.answer_ids) + 2
+        # Room for a short sentence around the answer (untrained models rarely answer with the bare class);
+        # a trained model ends with EOS right after it, and generation stops once every row has.
+        self.max_new_tokens = max(16, max(len(a) for a in self.answer_ids) + 2)
         self.parse_counts: Counter = Counter()
         self.last_outputs: list[str] = []
 
