@@ -359,3 +359,14 @@ def test_learning_rates_in_results(tiny_dirs, tmp_path):
     assert results["meta"]["args"]["body_lr"] == 1e-4 and results["meta"]["args"]["head_lr"] is None
     md = (tmp_path / "results.md").read_text()
     assert "body lr 0.0001." in md and "head lr" not in md
+
+
+def test_generate_parse_counts_cover_exactly_the_test_texts(tiny_dirs):
+    # Training validates every epoch through the same module; those answers must not leak into the row.
+    _, _, cau, data = tiny_dirs
+    bench_data = load_bench_data(data, train_limit=20, test_limit=10)
+    row = run_model_row(PlannedRow(cau, "causal", "generate-parse", "full", 2), bench_data,
+                        _Settings(seed=0, batch_size=8, max_length=32, progress=False))
+    assert row["status"] == "ok", row.get("error")
+    assert sum(row["parse_counts"].values()) == len(bench_data.test) == 10
+    assert row["unparsed"] == row["parse_counts"].get("unparsed", 0)

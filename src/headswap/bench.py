@@ -480,7 +480,6 @@ def run_model_row(p: PlannedRow, data: BenchData, s: _Settings) -> dict:
                     eval_texts=validation.texts if validation is not None else None,
                     eval_labels=validation.labels if validation is not None else None)
             row["fit_seconds"] = time.perf_counter() - t0
-            before = Counter(getattr(clf.module_, "parse_counts", {}) or {})
             with ForwardRows(clf.module_) as forward:
                 m = clf.evaluate(data.test.texts, data.test.labels)
             row.update(_metric_fields(m))
@@ -496,8 +495,7 @@ def run_model_row(p: PlannedRow, data: BenchData, s: _Settings) -> dict:
                        history=_history(clf), best_epoch=getattr(clf, "best_epoch_", None),
                        notes=list(getattr(clf, "notes_", []) or []))
             if p.strategy == "generate-parse":
-                # The module's counter also saw the validation passes: keep only this evaluation's.
-                counts = Counter(getattr(clf.module_, "parse_counts", {})) - before
+                counts = m.extra.get("parse_counts", {})     # this evaluation's texts only
                 row["parse_counts"] = dict(counts)
                 row["unparsed"] = int(counts.get("unparsed", 0))
         except Exception as e:  # one failing row must not end the benchmark
