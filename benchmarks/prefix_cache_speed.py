@@ -23,12 +23,9 @@ from pathlib import Path
 
 import torch
 
-from headswap.classifier import Classifier
 from headswap.encoding import TextEncoder
-from headswap.heads_slm import SlicedLMHead
-from headswap.hf import HFBody, base_of
 from headswap.models import load_model
-from headswap.prefix_cache import PrefixCachedBody, strip_prefix
+from headswap.prefix_cache import strip_prefix, uncached_and_cached
 from headswap.prompts import answer_token_ids, build_prompt
 
 LABELS = ["sadness", "joy", "love", "anger", "fear", "surprise"]
@@ -59,16 +56,6 @@ def time_pass(module, bats, reset=None) -> tuple[float, float]:
     t0, c0 = time.perf_counter(), time.process_time()
     run(module, bats)
     return time.perf_counter() - t0, time.process_time() - c0
-
-
-def build(hf_model, encoder, ids):
-    out = hf_model.get_output_embeddings()
-    head = SlicedLMHead(out.weight, ids, getattr(out, "bias", None))
-    hidden = hf_model.config.hidden_size
-    body = HFBody(base_of(hf_model))
-    plain = Classifier(body, hidden, len(ids), pooling="last", head=head).eval()
-    cached = Classifier(PrefixCachedBody(body, encoder.prefix_ids), hidden, len(ids), pooling="last", head=head).eval()
-    return plain, cached
 
 
 def bench_inference(plain, cached, full_items, rest_items, encoder, batch_size, repeats, sort=False) -> dict:
@@ -112,7 +99,7 @@ def bench_training(model_ref, encoder_args, texts, labels, batch_size, steps, re
         prompt = build_prompt(tok, LABELS)
         encoder = TextEncoder(tok, "prompt", **encoder_args, prompt=prompt)
         ids = answer_token_ids(tok, prompt, LABELS)
-        plain, cached = build(hf_model, encoder, ids)
+        plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
         module = cached if name == "cached" else plain
         torch.manual_seed(0)
         apply_lora(module, LoraSettings(r=16, alpha=32, dropout=0.05))
@@ -173,7 +160,7 @@ def main(argv=None) -> dict:
     prompt = build_prompt(tok, LABELS)
     encoder = TextEncoder(tok, "prompt", args.max_length, prompt=prompt)
     ids = answer_token_ids(tok, prompt, LABELS)
-    plain, cached = build(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
 
     texts = read_texts(args.data, args.n)
     full_items = encoder.encode(texts)

@@ -12,14 +12,12 @@ import pytest
 import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-from headswap.classifier import Classifier
 from headswap.encoding import TextEncoder
 from headswap.errors import ConfigError
-from headswap.heads_slm import SlicedLMHead
 from headswap.hf import HFBody, base_of
 from headswap.models import load_model
 from headswap.pooling import last_token_index
-from headswap.prefix_cache import PrefixCachedBody, strip_prefix, supports_prefix_cache
+from headswap.prefix_cache import PrefixCachedBody, strip_prefix, supports_prefix_cache, uncached_and_cached
 from headswap.prompts import answer_token_ids, build_prompt
 
 LABELS = ["sadness", "joy", "love", "anger", "fear", "surprise"]
@@ -44,17 +42,6 @@ def _setup(folder, attn="sdpa"):
     return hf_model, encoder, answer_token_ids(tok, prompt, LABELS)
 
 
-def _classifiers(hf_model, encoder, ids):
-    """Uncached and cached slm-logits classifiers sharing one base model (and one head)."""
-    out = hf_model.get_output_embeddings()
-    head = SlicedLMHead(out.weight, ids, getattr(out, "bias", None))
-    hidden = hf_model.config.hidden_size
-    body = HFBody(base_of(hf_model))
-    plain = Classifier(body, hidden, len(ids), pooling="last", head=head).eval()
-    cached = Classifier(PrefixCachedBody(body, encoder.prefix_ids), hidden, len(ids), pooling="last", head=head).eval()
-    return plain, cached
-
-
 def _batches(encoder, texts):
     full = encoder.collate(encoder.encode(texts))
     rest = encoder.collate(strip_prefix(encoder.encode(texts), encoder.prefix_ids))
@@ -70,7 +57,7 @@ def _last_hidden(body, batch):
 @pytest.mark.parametrize("texts", [TEXTS, TEXTS[3:4]], ids=["B5-mixed-lengths", "B1"])
 def test_cached_matches_uncached(tiny_dir, attn, texts):
     hf_model, encoder, ids = _setup(tiny_dir, attn)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     full, rest = _batches(encoder, texts)
     assert rest["input_ids"].shape[1] < full["input_ids"].shape[1]
     assert (rest["attention_mask"].sum(1) + len(encoder.prefix_ids) == full["attention_mask"].sum(1)).all()
@@ -89,7 +76,7 @@ def test_cached_matches_uncached(tiny_dir, attn, texts):
 
 def test_padding_does_not_change_a_text(tiny_dir):
     hf_model, encoder, ids = _setup(tiny_dir)
-    _, cached = _classifiers(hf_model, encoder, ids)
+    _, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     _, rest_all = _batches(encoder, TEXTS)
     _, rest_one = _batches(encoder, TEXTS[1:2])
     with torch.inference_mode():
@@ -100,7 +87,7 @@ def test_padding_does_not_change_a_text(tiny_dir):
 
 def test_prefix_runs_once_in_inference_and_is_not_mutated(tiny_dir):
     hf_model, encoder, ids = _setup(tiny_dir)
-    _, cached = _classifiers(hf_model, encoder, ids)
+    _, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     body = cached.body
     _, rest = _batches(encoder, TEXTS)
     _, rest1 = _batches(encoder, TEXTS[:1])
@@ -122,7 +109,7 @@ def test_prefix_runs_once_in_inference_and_is_not_mutated(tiny_dir):
 
 def test_cache_invalidated_by_mode_switch_and_weight_change(tiny_dir):
     hf_model, encoder, ids = _setup(tiny_dir)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     body = cached.body
     full, rest = _batches(encoder, TEXTS)
     with torch.inference_mode():
@@ -158,7 +145,7 @@ def _grads(module, batch, labels):
 @pytest.mark.parametrize("texts", [TEXTS, TEXTS[:1]], ids=["B5", "B1"])
 def test_training_gradients_match_uncached(tiny_dir, texts):
     hf_model, encoder, ids = _setup(tiny_dir)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     full, rest = _batches(encoder, texts)
     labels = torch.arange(len(texts)) % len(LABELS)
     plain.train(), cached.train()
@@ -180,7 +167,7 @@ def test_lora_adapters_get_the_same_gradients(tiny_dir):
     results = []
     for use_cache in (False, True):
         hf_model, encoder, ids = _setup(tiny_dir)
-        plain, cached = _classifiers(hf_model, encoder, ids)
+        plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
         module = cached if use_cache else plain
         torch.manual_seed(0)
         apply_lora(module, LoraSettings(r=4, alpha=8, dropout=0.0))   # no dropout: the paths are deterministic
@@ -203,7 +190,7 @@ def test_lora_adapters_get_the_same_gradients(tiny_dir):
 
 def test_same_parameter_names_as_hfbody(tiny_dir):
     hf_model, encoder, ids = _setup(tiny_dir)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     assert list(cached.state_dict()) == list(plain.state_dict())   # saved weights fit either path
     assert cached.body.hidden_size == hf_model.config.hidden_size
 
@@ -238,7 +225,7 @@ def test_rejects_an_empty_prefix(tiny_dir):
 
 def test_deepcopy_and_device_move_keep_working(tiny_dir):
     hf_model, encoder, ids = _setup(tiny_dir)
-    _, cached = _classifiers(hf_model, encoder, ids)
+    _, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     _, rest = _batches(encoder, TEXTS)
     with torch.inference_mode():
         a = cached(rest["input_ids"], rest["attention_mask"])
@@ -255,7 +242,7 @@ def test_smollm2_cached_probabilities_match():
     prompt = build_prompt(tok, LABELS)
     encoder = TextEncoder(tok, "prompt", 128, prompt=prompt)
     ids = answer_token_ids(tok, prompt, LABELS)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     texts = ["i feel so lonely and sad today", "what a wonderful surprise, i am thrilled!",
              "i am furious at how they treated me", "im scared of the dark",
              "i love you so much", "wow i did not expect that at all"]
@@ -274,7 +261,7 @@ def test_predict_logits_reuses_the_prefix_across_calls(tiny_dir):
     from headswap.training import predict_logits
 
     hf_model, encoder, ids = _setup(tiny_dir)
-    plain, cached = _classifiers(hf_model, encoder, ids)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
     full_items = encoder.encode(TEXTS)
     rest_items = strip_prefix(full_items, encoder.prefix_ids)
     expected = predict_logits(plain, full_items, encoder.collate, batch_size=2)

@@ -163,8 +163,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                                              pad_id_of(tokenizer))
         elif strategy in ("slm-logits", "slm-letters"):
             ids = answer_token_ids(tokenizer, prompt, labels)
-            out = hf_model.get_output_embeddings()
-            head = SlicedLMHead(out.weight, ids, getattr(out, "bias", None))
+            head = SlicedLMHead.from_model(hf_model, ids)
             self.answer_token_ids_ = ids
             module = Classifier(self._prompted_body(hf_model), hidden, k, pooling="last", head=head)
             del hf_model  # the vocab x hidden LM head is not used again (tied weights stay as embeddings)

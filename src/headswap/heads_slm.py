@@ -24,6 +24,12 @@ class SlicedLMHead(nn.Module):
         self.weight = nn.Parameter(lm_head_weight.detach()[index].clone())
         self.bias = nn.Parameter(lm_head_bias.detach()[index].clone()) if lm_head_bias is not None else None
 
+    @classmethod
+    def from_model(cls, causal_lm: nn.Module, token_ids: list[int]) -> "SlicedLMHead":
+        """The slice of `causal_lm`'s output projection (its LM head) at `token_ids`."""
+        out = causal_lm.get_output_embeddings()
+        return cls(out.weight, token_ids, getattr(out, "bias", None))
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, self.weight, self.bias)
 

@@ -31,10 +31,12 @@ from collections.abc import Sequence
 
 import torch
 
+from .classifier import Classifier
 from .errors import ConfigError
-from .hf import HFBody, _is_causal
+from .heads_slm import SlicedLMHead
+from .hf import HFBody, _is_causal, base_of
 
-__all__ = ["PrefixCachedBody", "strip_prefix", "supports_prefix_cache"]
+__all__ = ["PrefixCachedBody", "strip_prefix", "supports_prefix_cache", "uncached_and_cached"]
 
 
 def supports_prefix_cache(model: torch.nn.Module) -> bool:
@@ -185,3 +187,16 @@ def _kv_pairs(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
         raise ConfigError("the model returned no (or partial) keys/values for the prefix; "
                           "it cannot be used with the prefix cache")
     return pairs
+
+
+def uncached_and_cached(causal_lm: torch.nn.Module, prefix_ids: Sequence[int],
+                        token_ids: list[int]) -> tuple[Classifier, Classifier]:
+    """Two slm-logits classifiers over one body and one sliced head, without and with the prefix cache (in
+    eval mode): what the cache's tests and its speed benchmark compare. The uncached one takes whole prompt
+    items; the cached one takes :func:`strip_prefix` items."""
+    head = SlicedLMHead.from_model(causal_lm, token_ids)
+    hidden, k = causal_lm.config.hidden_size, len(token_ids)
+    body = HFBody(base_of(causal_lm))
+    plain = Classifier(body, hidden, k, pooling="last", head=head).eval()
+    cached = Classifier(PrefixCachedBody(body, prefix_ids), hidden, k, pooling="last", head=head).eval()
+    return plain, cached
