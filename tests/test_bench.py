@@ -343,7 +343,7 @@ def test_bench_arguments():
             parser.parse_args(["--data", "d", *bad])
 
 
-def test_learning_rates_reach_each_row_and_the_report():
+def test_learning_rates_reach_each_row():
     row = PlannedRow("minilm", "encoder", "encoder-mlp", "full", 1)
     plain = _classifier(row, _Settings(seed=0, batch_size=8, max_length=32, progress=False))
     assert plain.body_lr is None and plain.head_lr == 1e-3          # TextClassifier's defaults stay

@@ -128,7 +128,8 @@ def parse_answer(output: str, answers: list[str]) -> tuple[int | None, str]:
     close = difflib.get_close_matches(first_word, lowered, n=1, cutoff=0.6) if first_word else []
     if close:
         return lowered.index(close[0]), "fuzzy"
-    found = {i for i, a in enumerate(lowered) if re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text.lower())}
+    whole = text.lower()
+    found = {i for i, a in enumerate(lowered) if re.search(rf"(?<!\w){re.escape(a)}(?!\w)", whole)}
     if len(found) == 1:
         return found.pop(), "search"
     return None, "unparsed"
