@@ -21,10 +21,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
-from headswap.data import stratified_split  # noqa: E402
+from headswap.data.sampling import stratified_split  # noqa: E402
 from headswap.models import resolve_model  # noqa: E402
-from headswap.perf import forward_flops, matmul_peak_gflops  # noqa: E402
-from headswap.training import predict_logits  # noqa: E402
+from headswap.bench.perf import forward_flops, matmul_peak_gflops  # noqa: E402
+from headswap.train.loop import predict_logits  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

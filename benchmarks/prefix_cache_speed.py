@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from headswap.encoding import TextEncoder
+from headswap.text.encoding import TextEncoder
 from headswap.models import load_model
-from headswap.prefix_cache import strip_prefix, uncached_and_cached
-from headswap.prompts import answer_token_ids, build_prompt
+from headswap.nn.prefix_cache import strip_prefix, uncached_and_cached
+from headswap.text.prompts import answer_token_ids, build_prompt
 
 LABELS = ["sadness", "joy", "love", "anger", "fear", "surprise"]
 DATA = Path("/work/shared/data/emotion/test.csv")
@@ -91,7 +91,7 @@ def bench_inference(plain, cached, full_items, rest_items, encoder, batch_size, 
 
 def bench_training(model_ref, encoder_args, texts, labels, batch_size, steps, repeats) -> dict:
     """LoRA training steps (forward + backward + AdamW step), uncached vs cached, on fresh models."""
-    from headswap.lora import LoraSettings, apply_lora
+    from headswap.train.lora import LoraSettings, apply_lora
 
     out = {"batch_size": batch_size, "steps": steps, "lora_r": 16}
     for name in ("uncached", "cached"):

@@ -25,14 +25,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from headswap.classifier import Classifier
-from headswap.demo import make_collate
-from headswap.fixture import fixture_split
+from headswap.nn.classifier import Classifier
+from headswap.teach.demo import make_collate
+from headswap.teach.fixture import fixture_split
 from headswap.metrics import metrics_from_logits
-from headswap.regimes import apply_regime
-from headswap.tiny import TinyConfig, TinyTransformer
-from headswap.tokenizer import ByteTokenizer
-from headswap.training import TrainConfig, default_accelerator, fit, predict_logits
+from headswap.train.regimes import apply_regime
+from headswap.teach.tiny import TinyConfig, TinyTransformer
+from headswap.teach.tokenizer import ByteTokenizer
+from headswap.train.loop import TrainConfig, default_accelerator, fit, predict_logits
 
 # 256 = 8 global batches of 32; 50 and 100 do not split evenly into batches of 16 over 2 processes, so
 # gather_for_metrics has padding to drop.

@@ -14,27 +14,26 @@ import pytest
 import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-from headswap.bench import (
+from headswap.bench.run import (
     BASELINE_STRATEGY,
     PlannedRow,
     _classifier,
-    _Settings,
-    add_bench_arguments,
-    cmd_bench,
     estimate_seconds,
     load_bench_data,
     parse_strategies,
     plan_bench,
     run_bench,
     run_model_row,
-    stratified_subset,
     validation_limit,
 )
-from headswap.data import LabelledData, from_lists
+from headswap.data.load import LabelledData, from_lists
+from headswap.data.sampling import stratified_subset
 from headswap.errors import ConfigError, DataError
 from headswap.metrics import metrics_from_predictions
 from headswap.plots import plot_confusion, plot_learning_curves, plot_quality_vs_speed
-from headswap.strategies import STRATEGIES
+from headswap.strategies import names
+
+STRATEGIES = names()
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPAM = ["win cash now call this number", "free entry txt win to claim your prize", "urgent you have won"]
@@ -217,14 +216,14 @@ def test_failing_row_is_recorded(tiny_dirs):
     _, enc, _, data = tiny_dirs
     bench_data = load_bench_data(data, train_limit=20, test_limit=10)
     row = run_model_row(PlannedRow(enc, "encoder", "encoder-mlp", "no-such-regime", 1), bench_data,
-                        _Settings(seed=0, batch_size=8, max_length=32, progress=False))
+                        dict(seed=0, batch_size=8, max_length=32, progress=False))
     assert row["status"] == "error"
     assert row["error"].startswith("ConfigError: unknown regime 'no-such-regime'")
     assert "macro_f1" not in row and row["wall_seconds"] >= 0
 
 
 def test_interrupted_run_keeps_finished_rows(tiny_dirs, tmp_path, monkeypatch):
-    import headswap.bench as bench
+    import headswap.bench.run as bench
 
     _, enc, _, data = tiny_dirs
 
@@ -324,17 +323,20 @@ def test_plots_tolerate_failed_and_multi_epoch_rows(tmp_path):
 
 
 def test_bench_arguments():
+    from headswap.cli import bench as cli_bench
+
     parser = argparse.ArgumentParser()
-    add_bench_arguments(parser)
+    cli_bench.add_arguments(parser)
+    parser.set_defaults(func=cli_bench.run)
     args = parser.parse_args(["--data", "d", "--model", "a", "b", "--strategies", "encoder-mlp,slm-logits",
                               "--train-limit", "100", "--no-zero-shot", "--quiet", "--epochs", "0"])
     assert args.models == ["a", "b"] and args.strategies == ["encoder-mlp,slm-logits"]
     assert args.train_limit == 100 and args.test_limit is None and args.epochs == 0
-    assert args.no_zero_shot and args.quiet and args.func is cmd_bench
+    assert args.no_zero_shot and args.quiet and args.func is cli_bench.run
     defaults = parser.parse_args(["--data", "d"])
     assert defaults.models == ["minilm", "smollm2-135m"] and defaults.strategies == ["all"]
     assert defaults.regime == "auto" and defaults.out == "bench-out" and defaults.batch_size == 16
-    assert defaults.body_lr is None and defaults.head_lr is None
+    assert defaults.body_lr is None and defaults.head_lr == 1e-3 and defaults.epochs == 1
     lrs = parser.parse_args(["--data", "d", "--body-lr", "1e-4", "--head-lr", "2e-3"])
     assert (lrs.body_lr, lrs.head_lr) == (1e-4, 2e-3)
     for bad in (["--train-limit", "0"], ["--regime", "half"], ["--epochs", "-1"], ["--body-lr", "0"],
@@ -345,10 +347,10 @@ def test_bench_arguments():
 
 def test_learning_rates_reach_each_row():
     row = PlannedRow("minilm", "encoder", "encoder-mlp", "full", 1)
-    plain = _classifier(row, _Settings(seed=0, batch_size=8, max_length=32, progress=False))
+    plain = _classifier(row, dict(seed=0, batch_size=8, max_length=32, progress=False))
     assert plain.body_lr is None and plain.head_lr == 1e-3          # TextClassifier's defaults stay
-    set_lr = _classifier(row, _Settings(seed=0, batch_size=8, max_length=32, progress=False,
-                                        body_lr=1e-4, head_lr=5e-3))
+    set_lr = _classifier(row, dict(seed=0, batch_size=8, max_length=32, progress=False,
+                                   body_lr=1e-4, head_lr=5e-3))
     assert (set_lr.body_lr, set_lr.head_lr) == (1e-4, 5e-3)
 
 
@@ -366,7 +368,7 @@ def test_generate_parse_counts_cover_exactly_the_test_texts(tiny_dirs):
     _, _, cau, data = tiny_dirs
     bench_data = load_bench_data(data, train_limit=20, test_limit=10)
     row = run_model_row(PlannedRow(cau, "causal", "generate-parse", "full", 2), bench_data,
-                        _Settings(seed=0, batch_size=8, max_length=32, progress=False))
+                        dict(seed=0, batch_size=8, max_length=32, progress=False))
     assert row["status"] == "ok", row.get("error")
     assert sum(row["parse_counts"].values()) == len(bench_data.test) == 10
     assert row["unparsed"] == row["parse_counts"].get("unparsed", 0)

@@ -7,13 +7,13 @@ import pytest
 
 
 def run(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "headswap.cli", *args], capture_output=True, text=True, input=stdin)
+    return subprocess.run([sys.executable, "-m", "headswap.cli.main", *args], capture_output=True, text=True, input=stdin)
 
 
 def test_train_help_lists_every_strategy():
-    from headswap.strategies import STRATEGIES
+    from headswap.strategies import names
     out = run("train", "--help").stdout
-    for name in STRATEGIES:
+    for name in names():
         assert name in out
 
 
@@ -21,7 +21,7 @@ def test_train_help_lists_every_strategy():
     (["train", "--data", "nope.csv", "--out", "x"], "nope.csv: no such file"),
     (["train", "--data", "{csv}", "--out", "x", "--strategy", "bogus"], "invalid choice: 'bogus'"),
     (["train", "--data", "{csv}", "--out", "x", "--model", "bert-base-uncased"], "offline"),
-    (["train", "--data", "{csv}", "--out", "x", "--epochs", "-1"], "--epochs must be >= 0"),
+    (["train", "--data", "{csv}", "--out", "x", "--epochs", "-1"], "--epochs: expected a number >= 0"),
     (["train", "--data", "{bad}", "--out", "x"], "label"),
     (["eval", "--model-dir", "{tmp}", "--data", "{csv}"], "not a saved headswap model"),
     (["predict", "--model-dir", "{tmp}", "hello"], "not a saved headswap model"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from headswap.data import (
+from headswap.data.load import (
     LabelledData,
     check_eval_labels,
     check_training_data,
@@ -18,8 +18,8 @@ from headswap.data import (
     load_dataset,
     load_descriptions,
     load_texts,
-    stratified_split,
 )
+from headswap.data.sampling import stratified_split
 from headswap.errors import DataError, HeadswapError
 
 # /work/main/tests -> /work/shared/data locally; in CI the repo clone has shared/ beside it.
@@ -92,7 +92,7 @@ def test_csv_crlf_and_bom(tmp_path):
 
 def test_csv_blank_lines_skipped_and_logged(tmp_path, caplog):
     path = write(tmp_path / "d.csv", "text,label\n\na,x\n\nb,y\n\n")
-    with caplog.at_level(logging.INFO, logger="headswap.data"):
+    with caplog.at_level(logging.INFO, logger="headswap.data.load"):
         data = load_dataset(path)
     assert data.texts == ["a", "b"]
     assert data.rows == [3, 5]
@@ -104,7 +104,7 @@ def test_jsonl_round_trip_custom_columns(tmp_path, caplog):
     lines = [json.dumps(r, ensure_ascii=False) for r in records]
     lines.insert(2, "")  # a blank line is skipped, and later line numbers still count it
     path = write(tmp_path / "d.jsonl", "\n".join(lines) + "\n")
-    with caplog.at_level(logging.INFO, logger="headswap.data"):
+    with caplog.at_level(logging.INFO, logger="headswap.data.load"):
         data = load_dataset(path, text_column="body", label_column="y")
     assert data.texts == TRICKY
     assert data.labels == ["a", "b"] * 4
@@ -406,7 +406,7 @@ def test_stratified_split_rare_class_in_both_parts():
 
 def test_stratified_split_single_example_stays_in_train(caplog):
     data = from_lists([f"t{i}" for i in range(21)], ["a"] * 10 + ["b"] * 10 + ["solo"])
-    with caplog.at_level(logging.INFO, logger="headswap.data"):
+    with caplog.at_level(logging.INFO, logger="headswap.data.load"):
         train, test = stratified_split(data, test_size=0.2, seed=0)
     assert "solo" in train.labels and "solo" not in test.labels
     assert set(test.labels) == {"a", "b"}
@@ -434,7 +434,7 @@ def test_stratified_split_errors():
 
 def test_descriptions_none_and_dict(caplog):
     assert load_descriptions(None, ["spam", "ham"]) == {"spam": "spam", "ham": "ham"}
-    with caplog.at_level(logging.INFO, logger="headswap.data"):
+    with caplog.at_level(logging.INFO, logger="headswap.data.load"):
         got = load_descriptions({"spam": "unwanted advertising"}, ["ham", "spam"])
     assert got == {"ham": "ham", "spam": "unwanted advertising"}  # missing label falls back to its name
     assert "ham" in caplog.text

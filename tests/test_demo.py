@@ -3,8 +3,8 @@ import sys
 
 import pytest
 
-from headswap.cli import main
-from headswap.demo import run_demo
+from headswap.cli.main import main
+from headswap.teach.demo import run_demo
 
 
 def test_short_demo_reaches_a_sane_f1():
@@ -33,5 +33,5 @@ def test_cli_rejects_bad_arguments_with_a_clear_message(argv, message, capsys):
 
 
 def test_console_command_is_installed_and_shows_help():
-    out = subprocess.run([sys.executable, "-m", "headswap.cli", "demo", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "headswap.cli.main", "demo", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--pretrain-epochs" in out.stdout

@@ -1,7 +1,7 @@
 from collections import Counter
 
-from headswap.fixture import fixture_split, sms_fixture
-from headswap.tokenizer import ByteTokenizer
+from headswap.teach.fixture import fixture_split, sms_fixture
+from headswap.teach.tokenizer import ByteTokenizer
 
 
 def test_fixture_is_deterministic_and_balanced():

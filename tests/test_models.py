@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from headswap import models
+import headswap.models as models
 from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
 from headswap.models import (
     ModelSpec,

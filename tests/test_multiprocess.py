@@ -106,7 +106,8 @@ def test_every_strategy_reaches_all_its_trainable_parameters(tmp_path, monkeypat
 
     import headswap.api as api
     from headswap import TextClassifier
-    from headswap.strategies import NEEDS_CAUSAL, STRATEGIES
+    from headswap.strategies import names
+    STRATEGIES, NEEDS_CAUSAL = names(), names(needs_causal=True)
 
     models = {"encoder": str(make_tiny_encoder(tmp_path / "enc")),
               "causal": str(make_tiny_causal(tmp_path / "cau"))}

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from headswap.pooling import POOLINGS, make_pool
-from headswap.tiny import TinyConfig, TinyTransformer
-from headswap.tokenizer import ByteTokenizer
+from headswap.nn.pooling import POOLINGS, make_pool
+from headswap.teach.tiny import TinyConfig, TinyTransformer
+from headswap.teach.tokenizer import ByteTokenizer
 
 TEXTS = ["win cash now", "see you at 5", "ok", "call me back tonight please"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from headswap import TextClassifier
 from headswap.errors import DataError
-from headswap.stream import iter_texts
+from headswap.data.stream import iter_texts
 from tiny_models import make_tiny_encoder
 
 WORDS = ["win", "cash", "now", "see", "you", "at", "noon", "free", "call", "me", "ok", "home"]
@@ -35,7 +35,7 @@ def _csv(path, n):
 
 
 def _cli(*args, **kw):
-    return [sys.executable, "-m", "headswap.cli", "predict", *args]
+    return [sys.executable, "-m", "headswap.cli.main", "predict", *args]
 
 
 def test_iter_texts_is_lazy_and_names_the_bad_line(tmp_path):

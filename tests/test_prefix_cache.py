@@ -12,13 +12,13 @@ import pytest
 import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-from headswap.encoding import TextEncoder
+from headswap.text.encoding import TextEncoder
 from headswap.errors import ConfigError
-from headswap.hf import HFBody, base_of
+from headswap.nn.hf import HFBody, base_of
 from headswap.models import load_model
-from headswap.pooling import last_token_index
-from headswap.prefix_cache import PrefixCachedBody, strip_prefix, supports_prefix_cache, uncached_and_cached
-from headswap.prompts import answer_token_ids, build_prompt
+from headswap.nn.pooling import last_token_index
+from headswap.nn.prefix_cache import PrefixCachedBody, strip_prefix, supports_prefix_cache, uncached_and_cached
+from headswap.text.prompts import answer_token_ids, build_prompt
 
 LABELS = ["sadness", "joy", "love", "anger", "fear", "surprise"]
 TEXTS = ["win cash now call this number", "ok", "see you at noon", "running late sorry, call me when you are free",
@@ -162,7 +162,7 @@ def test_training_gradients_match_uncached(tiny_dir, texts):
 
 
 def test_lora_adapters_get_the_same_gradients(tiny_dir):
-    from headswap.lora import LoraSettings, apply_lora
+    from headswap.train.lora import LoraSettings, apply_lora
 
     results = []
     for use_cache in (False, True):
@@ -258,7 +258,7 @@ def test_smollm2_cached_probabilities_match():
 
 
 def test_predict_logits_reuses_the_prefix_across_calls(tiny_dir):
-    from headswap.training import predict_logits
+    from headswap.train.loop import predict_logits
 
     hf_model, encoder, ids = _setup(tiny_dir)
     plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)

@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from headswap.classifier import Classifier
-from headswap.demo import make_collate
-from headswap.fixture import fixture_split
-from headswap.regimes import apply_regime, count_parameters
-from headswap.tiny import TinyConfig, TinyTransformer
-from headswap.tokenizer import ByteTokenizer
-from headswap.training import TrainConfig, fit, predict_logits
+from headswap.nn.classifier import Classifier
+from headswap.teach.demo import make_collate
+from headswap.teach.fixture import fixture_split
+from headswap.train.regimes import apply_regime, count_parameters
+from headswap.teach.tiny import TinyConfig, TinyTransformer
+from headswap.teach.tokenizer import ByteTokenizer
+from headswap.train.loop import TrainConfig, fit, predict_logits
 
 
 @pytest.fixture(scope="module")

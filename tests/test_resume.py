@@ -21,14 +21,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from headswap.checkpoint import MARKER, TRAINABLE, CheckpointError, find_checkpoint
-from headswap.classifier import Classifier
-from headswap.demo import make_collate
-from headswap.fixture import fixture_split
-from headswap.regimes import apply_regime
-from headswap.tiny import TinyConfig, TinyTransformer
-from headswap.tokenizer import ByteTokenizer
-from headswap.training import TrainConfig, fit
+from headswap.train.checkpoint import MARKER, TRAINABLE, CheckpointError, find_checkpoint
+from headswap.nn.classifier import Classifier
+from headswap.teach.demo import make_collate
+from headswap.teach.fixture import fixture_split
+from headswap.train.regimes import apply_regime
+from headswap.teach.tiny import TinyConfig, TinyTransformer
+from headswap.teach.tokenizer import ByteTokenizer
+from headswap.train.loop import TrainConfig, fit
 
 SCRIPT = Path(__file__).with_name("mp_train_script.py")
 
@@ -127,7 +127,7 @@ def test_resume_without_a_checkpoint_starts_from_scratch(data, reference, tmp_pa
 
 
 def _warnings(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name == "headswap.training"]
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name == "headswap.train.loop"]
 
 
 def test_half_written_checkpoint_is_reported_and_never_loaded(data, reference, tmp_path, caplog):

@@ -21,7 +21,10 @@ httpx = pytest.importorskip("httpx")
 from tiny_models import make_tiny_encoder  # noqa: E402
 
 from headswap import TextClassifier  # noqa: E402
-from headswap.serve import MicroBatcher, add_serve_arguments, cmd_serve, create_app, main  # noqa: E402
+from headswap.cli import main as cli_main  # noqa: E402
+from headswap.cli.serve import add_arguments as add_serve_arguments  # noqa: E402
+from headswap.cli.serve import run as cmd_serve  # noqa: E402
+from headswap.serve.app import MicroBatcher, create_app  # noqa: E402
 
 X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
      "running late sorry"] * 2
@@ -343,6 +346,6 @@ def test_cli_flags_and_cmd_serve_run_uvicorn(monkeypatch, model_dir):
 
 
 def test_main_reports_a_bad_model_dir_in_one_line(tmp_path, capsys):
-    assert main(["--model-dir", str(tmp_path)]) == 2
+    assert cli_main(["serve", "--model-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "not a saved headswap model" in err and "Traceback" not in err

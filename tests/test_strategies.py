@@ -22,10 +22,13 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 import headswap.api as api
 from headswap import TextClassifier
 from headswap.errors import ConfigError, DataError, HeadswapError
-from headswap.hf import HFBody
-from headswap.pooling import LastTokenPool
-from headswap.prompts import build_prompt
-from headswap.strategies import DEFAULT_REGIME, NEEDS_CAUSAL, STRATEGIES, ZERO_SHOT, parse_answer
+from headswap.nn.hf import HFBody
+from headswap.nn.pooling import LastTokenPool
+from headswap.text.prompts import build_prompt
+from headswap.strategies import get, names, parse_answer
+
+STRATEGIES, ZERO_SHOT, NEEDS_CAUSAL = names(), names(zero_shot=True), names(needs_causal=True)
+DEFAULT_REGIME = {s: get(s).default_regime for s in STRATEGIES}
 
 X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
      "running late sorry"] * 2

@@ -1,6 +1,6 @@
 import pytest
 
-from headswap.tokenizer import ByteTokenizer
+from headswap.teach.tokenizer import ByteTokenizer
 
 
 @pytest.mark.parametrize("text", ["hello", "Free £500 prize!", "naïve café 😀", " spaces kept ", ""])

@@ -2,8 +2,13 @@
 
 __version__ = "0.1.0"
 
-from .api import TextClassifier  # noqa: E402
-from .data import load_dataset  # noqa: E402
-from .metrics import Metrics  # noqa: E402
+# Imported on first use, so that `import headswap` (and the command line's --help) does not load torch.
+_LAZY = {"TextClassifier": "headswap.api", "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics"}
+__all__ = [*_LAZY, "__version__"]
 
-__all__ = ["TextClassifier", "load_dataset", "Metrics", "__version__"]
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'headswap' has no attribute {name!r}")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from headswap.errors import ConfigError
+
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den > 0)
@@ -71,12 +73,12 @@ class Metrics:
         if name in ("f1", "precision", "recall"):
             b = self.binary()
             if b is None:
-                raise ValueError(f"metric {name!r} needs a positive label; use macro_{name} for multiclass")
+                raise ConfigError(f"metric {name!r} needs a positive label; use macro_{name} for multiclass")
             return b[name]
         avg, _, what = name.partition("_")
         if avg in ("macro", "weighted") and what in ("f1", "precision", "recall"):
             return getattr(self, what)(avg)
-        raise ValueError(f"unknown metric {name!r}; use accuracy, f1, precision, recall, or "
+        raise ConfigError(f"unknown metric {name!r}; use accuracy, f1, precision, recall, or "
                          "macro_/weighted_ + f1/precision/recall")
 
     def to_dict(self) -> dict:
@@ -138,7 +140,7 @@ def metrics_from_predictions(y_true, y_pred, labels: list[str], positive_label: 
     if positive_label == "auto":
         positive_label = default_positive_label(labels)
     if positive_label is not None and positive_label not in labels:
-        raise ValueError(f"positive label {positive_label!r} is not one of the classes {labels}")
+        raise ConfigError(f"positive label {positive_label!r} is not one of the classes {labels}")
     return Metrics(list(labels), confusion_matrix(y_true, y_pred, len(labels)), positive_label)
 
 

@@ -32,12 +32,10 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", bbox_inches="tight")
-    os.replace(tmp, path)
-    return path
+    from headswap.atomic import atomic_path
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    return Path(path)
 
 
 def row_label(row: dict) -> str:

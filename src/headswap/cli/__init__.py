@@ -1,0 +1,5 @@
+"""The `headswap` command: one parser, one module per command; torch is imported only by commands that run."""
+
+from headswap.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+import sys
+
+from headswap.cli.main import main
+
+sys.exit(main())

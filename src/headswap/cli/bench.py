@@ -1,0 +1,47 @@
+"""`headswap bench`: every strategy on every model, on one split, against a TF-IDF + LinearSVC baseline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from headswap.cli.options import add_settings, int_at_least, settings_from
+
+HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
+DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
+               "OUT/results.json, results.md and charts.")
+DEFAULT_MODELS = ("minilm", "smollm2-135m")
+NOT_SETTINGS = ("strategy", "model")    # bench takes lists of these
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from headswap.strategies import names
+
+    p.add_argument("--data", required=True, metavar="DIR",
+                   help="folder with train.csv and test.csv (columns text,label), optionally validation.csv")
+    p.add_argument("--model", nargs="+", default=list(DEFAULT_MODELS), metavar="M", dest="models",
+                   help="built-in names, model folders or .gguf files (default: %(default)s)")
+    p.add_argument("--strategies", nargs="+", default=["all"], metavar="LIST",
+                   help="comma-separated strategies or 'all' (default); each runs on the models it fits: "
+                   + ", ".join(names()))
+    p.add_argument("--train-limit", type=int_at_least(1), metavar="N",
+                   help="use a stratified, seeded subset of N training texts")
+    p.add_argument("--test-limit", type=int_at_least(1), metavar="M",
+                   help="use a stratified, seeded subset of M test texts")
+    p.add_argument("--out", default="bench-out", metavar="OUT", help="output folder (default: %(default)s)")
+    p.add_argument("--no-zero-shot", action="store_true", help="no extra untrained rows for the zero-shot strategies")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip timing a first batch before each row (no time estimates)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_settings(p, skip=NOT_SETTINGS, epochs=1)
+
+
+def run(args) -> int:
+    """Run the benchmark; 0 when every row ran, 1 when some row failed."""
+    from headswap.bench.run import run_bench
+
+    results = run_bench(args.data, models=args.models, strategies=args.strategies, train_limit=args.train_limit,
+                        test_limit=args.test_limit, out=args.out, zero_shot=not args.no_zero_shot,
+                        estimate=not args.no_estimate, command=["headswap", *sys.argv[1:]],
+                        progress=not args.quiet, **settings_from(args, skip=NOT_SETTINGS))
+    return 1 if any(r.get("status") != "ok" for r in results["rows"]) else 0

@@ -1,0 +1,45 @@
+"""`headswap eval`: evaluate a saved classifier on labelled data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from headswap.cli.data_args import add_columns, data_files, load, subsample
+from headswap.cli.options import int_at_least
+
+HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix PNG"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
+    p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
+    add_columns(p)
+    p.add_argument("--out", help="where to write metrics.json and confusion_matrix.png (default: MODEL_DIR/eval)")
+    p.add_argument("--limit", type=int_at_least(1), help="evaluate a stratified sample of this many texts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def run(args) -> int:
+    from headswap.api import TextClassifier
+    from headswap.data.load import check_eval_labels
+    from headswap.plots import plot_confusion
+
+    files = data_files(args.data)
+    path = files.get("test") or files.get("train") if Path(args.data).is_dir() else files["train"]
+    data = subsample(load(path, args), args.limit, args.seed)
+    clf = TextClassifier.load(args.model_dir, progress=not args.quiet)
+    check_eval_labels(list(clf.labels_), data)
+    m = clf.evaluate(data.texts, data.labels)
+    out = Path(args.out or Path(args.model_dir) / "eval")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
+    plot_confusion(m.confusion, m.labels, out / "confusion_matrix.png",
+                   title=f"{clf.strategy} on {clf.model}: {path.name}")
+    print(m.report())
+    print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
+    print(f"wrote {out / 'metrics.json'} and {out / 'confusion_matrix.png'}", file=sys.stderr)
+    return 0

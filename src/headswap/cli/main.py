@@ -1,0 +1,45 @@
+"""The `headswap` command: one parser; each command is a module with HELP, add_arguments(parser) and
+run(args). Building the parser imports no torch: `headswap --help` answers at once, and only the command
+that runs loads what it needs. User errors print one clear line (exit 2) instead of a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from headswap.errors import HeadswapError
+
+COMMANDS = ("demo", "train", "eval", "predict", "bench", "serve")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="headswap", description="Turn a small pretrained transformer into a "
+                                     "text classifier, and measure which way of doing it wins.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details (model loading, caches)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        command = importlib.import_module(f"headswap.cli.{name}")
+        p = sub.add_parser(name, help=command.HELP, description=getattr(command, "DESCRIPTION", command.HELP))
+        command.add_arguments(p)
+        p.set_defaults(func=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return args.func(args)
+    except HeadswapError as e:
+        print(f"headswap {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""argparse pieces shared by the commands: number types that name the bad value, and the flags derived
+from headswap.settings (one flag per setting, with its default, choices, bounds and help)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from headswap import settings
+from headswap.errors import HeadswapError
+
+
+def int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def float_at_least(minimum: float, strict: bool = False):
+    """A float >= minimum (> minimum when strict)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (value > minimum if strict else value >= minimum):
+            raise argparse.ArgumentTypeError(f"expected a number {'>' if strict else '>='} {minimum:g}, got {value}")
+        return value
+    return parse
+
+
+positive_float = float_at_least(0, strict=True)
+
+
+def _setting_type(f):
+    """An argparse type for a numeric setting: parses, then applies the setting's own bounds."""
+    whole = type(f.default) is int
+
+    def parse(text: str):
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'a whole number' if whole else 'a number'}, "
+                                             f"got {text!r}") from None
+        problem = settings.bound_problem(f, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+    return parse
+
+
+def _help(f, default) -> str:
+    text = f.metadata["help"]
+    if f.name == "strategy":
+        from headswap.strategies import REGISTRY
+        text += ": " + "; ".join(f"{s.name} ({s.description})" for s in REGISTRY.values())
+    if default is not None:
+        text += " (default: %(default)s)"
+    return text.replace("%", "%%").replace("%%(default)s", "%(default)s")
+
+
+def add_settings(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), **defaults) -> None:
+    """One flag per command-line setting of headswap.settings (except `skip`); `defaults` override a
+    setting's default for this command."""
+    group = parser.add_argument_group("model and training settings")
+    for f in settings.all_fields():
+        if not f.metadata["cli"] or f.name in skip:
+            continue
+        default = defaults.get(f.name, f.default)
+        kw = {"dest": f.name, "default": default, "help": _help(f, default)}
+        choices = settings.choices_of(f)
+        if choices is not None:
+            kw["choices"] = choices
+        elif settings.is_numeric(f):
+            kw["type"] = _setting_type(f)
+        if f.metadata.get("metavar"):
+            kw["metavar"] = f.metadata["metavar"]
+        group.add_argument(settings.flag_of(f), **kw)
+
+
+def settings_from(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> dict:
+    """The settings a parsed command line holds ('@file' values of text settings read from the file)."""
+    out = {}
+    for f in settings.all_fields():
+        if f.metadata["cli"] and f.name not in skip and hasattr(args, f.name):
+            value = getattr(args, f.name)
+            out[f.name] = read_text_arg(value) if f.name == "instruction" else value
+    return out
+
+
+def read_text_arg(value: str | None) -> str | None:
+    """'@path' reads the text from a file (prompts are long)."""
+    if value and value.startswith("@"):
+        try:
+            return Path(value[1:]).read_text(encoding="utf-8")
+        except OSError as e:
+            raise HeadswapError(f"cannot read {value[1:]}: {e.strerror}") from None
+    return value

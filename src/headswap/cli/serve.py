@@ -1,0 +1,70 @@
+"""`headswap serve`: a saved classifier behind an HTTP API (see headswap.serve.app)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from headswap.cli.options import float_at_least, int_at_least
+from headswap.errors import HeadswapError
+
+HELP = "serve a saved classifier over HTTP (POST /predict, micro-batching)"
+DESCRIPTION = ("Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, GET /health, /labels, "
+               "/stats; OpenAPI docs at /docs. Needs `pip install 'headswap[serve]'`.")
+# The app's limits; headswap.serve.app.create_app takes the same defaults from here.
+DEFAULTS = {"max_batch_size": 32, "max_wait_ms": 5.0, "max_texts_per_request": 256, "max_text_chars": 10_000,
+            "max_body_bytes": 1_000_000}
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _port(text: str) -> int:
+    value = int_at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-dir", required=True, help="a directory written by `headswap train` (loaded once)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only; "
+                   "there is no authentication)")
+    p.add_argument("--port", type=_port, default=8000, help="default 8000")
+    p.add_argument("--max-batch-size", type=int_at_least(1), default=DEFAULTS["max_batch_size"],
+                   help="most texts merged into one model call (default %(default)s)")
+    p.add_argument("--max-wait-ms", type=float_at_least(0), default=DEFAULTS["max_wait_ms"],
+                   help="how long the first request of a batch waits for others (default %(default)s; 0 = merge "
+                   "only what is already queued)")
+    p.add_argument("--no-batching", action="store_true", help="one request per model call (for comparison)")
+    p.add_argument("--max-texts", type=int_at_least(1), default=DEFAULTS["max_texts_per_request"],
+                   help="most texts per request (default %(default)s)")
+    p.add_argument("--max-text-chars", type=int_at_least(1), default=DEFAULTS["max_text_chars"],
+                   help="most characters per text (default %(default)s)")
+    p.add_argument("--max-body-bytes", type=int_at_least(1), default=DEFAULTS["max_body_bytes"],
+                   help="largest request body (default %(default)s)")
+    p.add_argument("--threads", type=int_at_least(1), help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug", "trace"],
+                   default="info")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+
+
+def run(args) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        raise HeadswapError("headswap serve needs uvicorn: pip install 'headswap[serve]'") from None
+    from headswap.serve.app import create_app
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    app = create_app(args.model_dir, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
+                     max_texts_per_request=args.max_texts, max_text_chars=args.max_text_chars,
+                     max_body_bytes=args.max_body_bytes, batching=not args.no_batching)
+    if args.host not in LOOPBACK:
+        print(f"warning: binding {args.host}: the API has no authentication and is reachable from other "
+              "machines", file=sys.stderr)
+    mode = ("no batching" if args.no_batching else
+            f"micro-batching up to {args.max_batch_size} texts / {args.max_wait_ms:g} ms")
+    print(f"serving {app.state.classifier.strategy} model from {args.model_dir} on http://{args.host}:{args.port} "
+          f"({mode}); docs at /docs", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=not args.no_access_log)
+    return 0

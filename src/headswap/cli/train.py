@@ -1,0 +1,85 @@
+"""`headswap train`: train a classifier on a labelled file and save it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from headswap.cli.data_args import add_columns, data_files, load, subsample
+from headswap.cli.options import add_settings, int_at_least, settings_from
+from headswap.errors import ConfigError, DataError
+
+HELP = "train a classifier on a labelled file and save it"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL) or a directory with train.csv "
+                   "(+ validation.csv to pick the best epoch, + test.csv for the final evaluation)")
+    p.add_argument("--eval-data", help="validation file (default: DIR/validation.csv, else 10%% of training data)")
+    p.add_argument("--test-data", help="test file evaluated after training (default: DIR/test.csv)")
+    add_columns(p)
+    p.add_argument("--train-limit", type=int_at_least(1), metavar="N",
+                   help="use a stratified, seeded sample of N training texts")
+    p.add_argument("--out", required=True, help="directory to save the trained model in; during training it holds "
+                   "OUT/checkpoints (one per epoch, removed once the model is saved)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from OUT/checkpoints "
+                   "(same data and options); without a complete checkpoint, training starts from scratch")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_settings(p)
+
+
+def run(args) -> int:
+    from headswap.api import TextClassifier
+    from headswap.data.load import check_eval_labels, check_training_data
+    from headswap.settings import BINARY_METRICS
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file; give a directory to save the model in")
+    clf = TextClassifier(**settings_from(args), progress=not args.quiet,
+                         checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
+    clf._params()   # every setting checked, and against the strategy, before any data or model loads
+    files = data_files(args.data)
+    if "train" not in files:
+        raise DataError(f"{args.data} has no train.csv")
+    train = subsample(load(files["train"], args), args.train_limit, args.seed)
+    labels = check_training_data(train)
+    if args.metric in BINARY_METRICS and len(labels) != 2:
+        raise ConfigError(f"--metric {args.metric} scores the positive class of two-class data; this data has "
+                          f"{len(labels)} classes: use macro_{args.metric} or weighted_{args.metric}")
+    val_path = args.eval_data or files.get("validation")
+    test_path = args.test_data or files.get("test")
+    val = load(val_path, args) if val_path else None
+    test = load(test_path, args) if test_path else None
+    for extra in (val, test):
+        if extra is not None:
+            check_eval_labels(labels, extra)
+    print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
+          f"{len(train)} texts, {len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
+    t0 = time.perf_counter()
+    clf.fit(train.texts, train.labels, *((val.texts, val.labels) if val is not None else ()))
+    # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
+    # PartialState sets itself up from the launch environment; a zero-shot run never built an Accelerator.
+    from accelerate.state import PartialState
+    if not PartialState().is_main_process:
+        PartialState().wait_for_everyone()
+        return 0
+    print(f"trained in {time.perf_counter() - t0:.1f} s; trainable parameters {clf.trainable_params_:,}",
+          file=sys.stderr)
+    if test is not None:
+        m = clf.evaluate(test.texts, test.labels)
+        clf.evaluation_ = {**m.to_dict(), "source": str(test_path)}
+        print(f"\ntest set {test_path} ({len(test)} texts):\n{m.report()}")
+        print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
+    print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
+    PartialState().wait_for_everyone()
+    return 0
+
+
+def save_atomically(clf, out) -> Path:
+    """Save into OUT so that OUT is always a complete model (the old or the new one); OUT/checkpoints, the
+    per-epoch training checkpoints, goes away with the old folder once the new model is in place."""
+    from headswap.atomic import replace_dir
+    return replace_dir(out, clf.save)

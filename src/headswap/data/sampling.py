@@ -1,0 +1,119 @@
+"""Stratified, seeded sampling: a train/validation split that keeps every class on both sides, and a
+subset of n records that keeps each class's share. Both are deterministic for a seed and keep file order."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from typing import Sequence
+
+from headswap.data.load import LabelledData
+from headswap.errors import ConfigError, DataError
+
+logger = logging.getLogger("headswap.data.load")   # the name tests and users filter on
+
+
+def _subset(data: LabelledData, idx: Sequence[int]) -> LabelledData:
+    return LabelledData(
+        [data.texts[i] for i in idx],
+        [data.labels[i] for i in idx] if data.labels else [],
+        data.source,
+        [data.rows[i] for i in idx],
+        data.row_unit,
+    )
+
+
+def _per_class_split(labels: Sequence[str], idx: list[int], test_size: float, seed: int) -> list[int]:
+    """Test indices: about ``test_size`` of each class, and at least one row of each class on each side."""
+    rng = random.Random(seed)
+    by_class: dict[str, list[int]] = {}
+    for i in idx:
+        by_class.setdefault(labels[i], []).append(i)
+    test: list[int] = []
+    for label in sorted(by_class):
+        members = by_class[label]
+        rng.shuffle(members)
+        n_test = min(len(members) - 1, max(1, round(len(members) * test_size)))
+        test.extend(members[:n_test])
+    return test
+
+
+def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0) -> tuple[LabelledData, LabelledData]:
+    """Split into ``(train, test)``, stratified by label and deterministic for a given ``seed``.
+
+    Every class with at least two examples appears in both parts; a class with a single example stays in train.
+    Records keep their file order (and row numbers) within each part.
+    """
+    from sklearn.model_selection import train_test_split  # imported here: sklearn is slow to import
+
+    if not data.labels:
+        raise DataError(f"{data.source}: cannot make a stratified split of data without labels")
+    if not 0 < test_size < 1:
+        raise DataError(f"test_size must be between 0 and 1 (a fraction), got {test_size!r}")
+    counts = Counter(data.labels)
+    singles = sorted(label for label, c in counts.items() if c == 1)
+    if singles:
+        logger.info("%s: class(es) with one example kept in train only: %s", data.source, ", ".join(singles))
+    splittable = [i for i, label in enumerate(data.labels) if counts[label] >= 2]
+    if not splittable:
+        raise DataError(f"{data.source}: cannot split: no class has two or more examples")
+    n_classes = len({data.labels[i] for i in splittable})
+    test_idx: list[int] | None = None
+    try:
+        _, test_idx = train_test_split(
+            splittable,
+            test_size=test_size,
+            random_state=seed,
+            stratify=[data.labels[i] for i in splittable],
+        )
+    except ValueError:
+        pass  # too few rows for every class to reach both sides at this test_size
+    # sklearn allocates test rows in proportion, so a rare class can get none on one side; then split per class.
+    if test_idx is None or not (
+        len({data.labels[i] for i in test_idx}) == n_classes
+        and len({data.labels[i] for i in set(splittable) - set(test_idx)}) == n_classes
+    ):
+        test_idx = _per_class_split(data.labels, splittable, test_size, seed)
+    test_set = set(test_idx)
+    train_idx = [i for i in range(len(data)) if i not in test_set]
+    return _subset(data, train_idx), _subset(data, sorted(test_set))
+
+
+def stratified_subset(data: LabelledData, n: int | None, seed: int = 0) -> LabelledData:
+    """A deterministic, stratified subset of ``n`` records (all of ``data`` when n is None or >= len).
+
+    Each class gets its share of ``n`` (largest remainder; at least one record per class when n allows),
+    drawn by a seeded shuffle of that class, so the subset does not depend on file order (the CSVs are not
+    shuffled). The chosen records keep their file order.
+    """
+    if n is None or n >= len(data):
+        return data
+    if n < 1:
+        raise ConfigError(f"a subset needs at least one record, got {n}")
+    if not data.labels:
+        raise DataError(f"{data.source}: cannot take a stratified subset of data without labels")
+    by_class: dict[str, list[int]] = {}
+    for i, label in enumerate(data.labels):
+        by_class.setdefault(label, []).append(i)
+    classes = sorted(by_class)
+    exact = {c: n * len(by_class[c]) / len(data) for c in classes}
+    quota = {c: int(exact[c]) for c in classes}
+    by_remainder = sorted(classes, key=lambda c: (-(exact[c] - quota[c]), c))
+    for c in by_remainder[: n - sum(quota.values())]:
+        quota[c] += 1
+    if n >= len(classes):  # a rare class still gets one record, taken from the largest share
+        for c in classes:
+            if quota[c] == 0:
+                donor = max(classes, key=lambda d: (quota[d], d))
+                quota[donor] -= 1
+                quota[c] = 1
+    rng = random.Random(seed)
+    chosen: list[int] = []
+    for c in classes:
+        members = list(by_class[c])
+        rng.shuffle(members)
+        chosen.extend(members[: quota[c]])
+    chosen.sort()
+    return LabelledData([data.texts[i] for i in chosen], [data.labels[i] for i in chosen], data.source,
+                        [data.rows[i] for i in chosen], data.row_unit)

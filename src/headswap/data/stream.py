@@ -1,0 +1,127 @@
+"""Streaming prediction for files too big to hold: read, predict and write a chunk at a time, and resume
+an interrupted run without redoing or duplicating rows.
+
+Output is JSON lines, one per input record, in input order. A resumed run keeps the complete lines already
+written (a half-written last line from a kill is cut off), checks that the last kept line belongs to the
+same input record, and continues after it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator, TextIO
+
+from headswap.data.load import _check_text, _missing_column, _resolve_format
+from headswap.errors import DataError
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _decoded_lines(path: str) -> Iterator[str]:
+    """The file's lines, decoded one at a time, so a bad byte is reported with its exact line."""
+    with open(path, "rb") as f:
+        offset = 0
+        for number, raw in enumerate(f, start=1):
+            body = raw[3:] if number == 1 and raw.startswith(_BOM) else raw
+            try:
+                yield body.decode("utf-8")
+            except UnicodeDecodeError as e:
+                at = offset + (len(raw) - len(body)) + e.start
+                raise DataError(f"{path}: not valid UTF-8: byte 0x{body[e.start]:02x} at line {number} "
+                                f"(byte offset {at})") from None
+            offset += len(raw)
+
+
+def iter_texts(path, text_column: str = "text", format: str | None = None) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) lazily from a CSV, TSV or JSONL file, checking each text as it comes."""
+    source = os.fspath(path)
+    if not Path(source).is_file():
+        raise DataError(f"{source}: file not found")
+    fmt = _resolve_format(source, format)
+    if fmt == "jsonl":
+        for number, line in enumerate(_decoded_lines(source), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{source}, line {number}: not valid JSON ({e.msg})") from None
+            if not isinstance(record, dict) or text_column not in record:
+                raise DataError(f"{source}, line {number}: no {text_column!r} field")
+            yield number, _check_text(record[text_column], f"{source}, line {number}", text_column)
+        return
+    reader = csv.reader(_decoded_lines(source), delimiter="\t" if fmt == "tsv" else ",", strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise DataError(f"{source}: file is empty") from None
+    if text_column not in header:
+        raise _missing_column(source, text_column, header)
+    col, end = header.index(text_column), reader.line_num
+    try:
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{source}, line {start}: expected {len(header)} fields, found {len(row)}")
+            yield start, _check_text(row[col], f"{source}, line {start}", text_column)
+    except csv.Error as e:
+        raise DataError(f"{source}, line {reader.line_num}: malformed CSV ({e})") from None
+
+
+def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(stream, start=1):
+        line = line.rstrip("\n")
+        if line.strip():
+            yield number, line
+
+
+def completed_rows(out_path: Path) -> tuple[int, dict | None]:
+    """Complete lines already in `out_path` (cutting off a half-written last line) and the last record."""
+    if not out_path.exists():
+        return 0, None
+    data = out_path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with open(out_path, "r+b") as f:
+            f.truncate(keep)
+    lines = data[:keep].splitlines()
+    return len(lines), (json.loads(lines[-1]) if lines else None)
+
+
+def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
+                   skip: int = 0, last_done: dict | None = None, progress: bool = True) -> int:
+    """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written."""
+    from tqdm.auto import tqdm
+
+    labels = list(clf.labels_)
+    rows = iter(rows)
+    for i in range(skip):
+        row = next(rows, None)
+        if row is None:
+            raise DataError(f"the output already has {skip} rows but the input has only {i}; "
+                            "it belongs to another input, refusing to resume")
+        if i == skip - 1 and last_done is not None and (last_done.get("row"), last_done.get("text")) != row:
+            raise DataError(f"the output's last row ({last_done.get('row')}) does not match input row {row[0]}; "
+                            "it belongs to another input, refusing to resume")
+    written = 0
+    bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=skip)
+    while True:
+        chunk = [r for _, r in zip(range(chunk_size), rows)]
+        if not chunk:
+            break
+        probs = clf.predict_proba([t for _, t in chunk])
+        for (number, text), p in zip(chunk, probs):
+            out.write(json.dumps({"row": number, "text": text, "label": labels[int(p.argmax())],
+                                  "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}},
+                                 ensure_ascii=False) + "\n")
+        out.flush()
+        written += len(chunk)
+        bar.update(len(chunk))
+    bar.close()
+    return written

@@ -1,0 +1,81 @@
+"""A saved classifier's directory: headswap_config.json (settings, labels, prompt, history), model.safetensors
+(only what training changed) and a README model card. Reading checks every file before anything is built."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from headswap import __version__
+from headswap.atomic import atomic_path
+from headswap.errors import HeadswapError
+
+CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
+FORMAT_VERSION = 1
+
+
+def trained_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """What training changed: every trainable parameter (LoRA adapters, head, trained blocks), plus the
+    head's parameters (similarity prototypes, sliced LM head), which are derived from the base at build time.
+    Tied parameters are stored once."""
+    state, seen = {}, set()
+    for name, p in module.named_parameters():
+        if (p.requires_grad or name.startswith("head.")) and p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            state[name] = p.detach().contiguous().clone()
+    return state
+
+
+def write(path: Path, config: dict, module: torch.nn.Module, summary: dict) -> Path:
+    from headswap.model_card import write_model_card
+
+    path.mkdir(parents=True, exist_ok=True)
+    config = {"format": "headswap", "format_version": FORMAT_VERSION, "headswap_version": __version__, **config}
+    with atomic_path(path / WEIGHTS_FILE) as tmp:
+        save_file(trained_state(module), str(tmp), metadata={"format": "pt"})
+    (path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+    write_model_card(path / CARD_FILE, config, summary)
+    return path
+
+
+def read_config(path: Path) -> dict:
+    cfg_file = path / CONFIG_FILE
+    if not cfg_file.is_file():
+        raise HeadswapError(f"{path} is not a saved headswap model: {CONFIG_FILE} is missing")
+    try:
+        config = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HeadswapError(f"{cfg_file} is corrupt: {e}") from None
+    if not isinstance(config, dict) or config.get("format") != "headswap" \
+            or config.get("format_version") != FORMAT_VERSION:
+        version = config.get("format_version") if isinstance(config, dict) else None
+        raise HeadswapError(f"{path} was saved by an incompatible headswap version "
+                            f"(format {version!r}, this version reads {FORMAT_VERSION})")
+    return config
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path / WEIGHTS_FILE))
+    except Exception as e:  # safetensors raises its own error types for truncated files
+        raise HeadswapError(f"{path / WEIGHTS_FILE} cannot be read ({e}); the model directory is corrupt") from None
+
+
+def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Load saved weights into a freshly built module; every tensor training changed must be there."""
+    expected = trained_state(module)
+    unexpected = sorted(set(weights) - set(dict(module.named_parameters())) - set(module.state_dict()))
+    if unexpected:
+        raise HeadswapError(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise HeadswapError(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model trains "
+                            f"(e.g. {missing[:3]}); the model directory is incomplete or of another regime")
+    wrong = [f"{k}: {tuple(weights[k].shape)} saved, {tuple(v.shape)} here" for k, v in expected.items()
+             if tuple(weights[k].shape) != tuple(v.shape)]
+    if wrong:
+        raise HeadswapError(f"saved weights have the wrong shape: {'; '.join(wrong[:3])}")
+    module.load_state_dict(weights, strict=False)

@@ -1,0 +1,165 @@
+"""Every user-facing setting, declared once: its default, its check and its help text.
+
+TextClassifier's keyword arguments, the `train` and `bench` flags, the saved config and the option checks
+all derive from the two dataclasses below. This module imports neither torch nor transformers, so that the
+command line can describe and check options before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Iterable
+
+from headswap.errors import ConfigError
+
+# The names the implementations key on (headswap.nn.pooling, nn.heads, train.regimes, train.loop).
+POOLINGS = ("mean", "cls", "max", "last", "attention")
+HEADS = ("linear", "mlp")
+REGIMES = ("head-only", "partial", "full", "lora")
+SCHEDULES = ("constant", "linear", "cosine")
+METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "macro_precision",
+           "macro_recall", "weighted_precision", "weighted_recall")
+BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
+
+
+def _strategy_names() -> tuple[str, ...]:
+    from headswap.strategies import names
+    return tuple(names())
+
+
+def setting(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
+            above: float | None = None, below: float | None = None, choices: tuple | Any = None,
+            flag: str | None = None, cli: bool = True, metavar: str | None = None):
+    """A dataclass field with its check and help. choices may be a callable (the strategy registry)."""
+    return field(default=default, metadata={
+        "help": help, "minimum": minimum, "maximum": maximum, "above": above, "below": below,
+        "choices": choices, "flag": flag, "cli": cli, "metavar": metavar})
+
+
+@dataclass
+class ModelSettings:
+    """What is built: the strategy, its base model, and the parts put on it."""
+
+    strategy: str = setting("encoder-mlp", "how texts become class scores", choices=_strategy_names,
+                            metavar="STRATEGY")
+    model: str = setting("minilm", "minilm, smollm2-135m, a local Hugging Face folder or a .gguf file")
+    regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
+                          "lora for causal LMs)", choices=("auto",) + REGIMES)
+    pooling: str = setting("auto", "how hidden states become one vector (auto: last token for causal LMs, "
+                           "mean for encoders)", choices=("auto",) + POOLINGS)
+    head: str = setting("mlp", "classifier head on the pooled vector", choices=HEADS)
+    last_n: int = setting(1, "blocks trained by the partial regime", minimum=1)
+    lora_r: int = setting(16, "LoRA rank", minimum=1)
+    lora_alpha: int = setting(32, "LoRA scaling numerator (scale = alpha / r)", above=0)
+    lora_dropout: float = setting(0.05, "dropout on the LoRA branch", minimum=0, below=1)
+    max_length: int = setting(128, "tokens per text; the prompt is not counted", minimum=1)
+    instruction: str | None = setting(None, "prompt template with {classes}, {answer} and {text}; '@file' reads "
+                                      "a file", flag="prompt")
+    descriptions: Any = setting(None, "class descriptions: JSON {label: description} or CSV label,description")
+    prefix_cache: bool = setting(True, "run the prompt's shared prefix once and reuse its keys and values",
+                                 cli=False)
+
+
+@dataclass
+class TrainSettings:
+    """How it is trained and evaluated."""
+
+    epochs: int = setting(3, "training epochs; 0 runs a zero-shot strategy untrained", minimum=0)
+    batch_size: int = setting(16, "texts per training step", minimum=1)
+    eval_batch_size: int = setting(32, "texts per inference batch", minimum=1)
+    head_lr: float = setting(1e-3, "learning rate of the head", above=0)
+    body_lr: float | None = setting(None, "learning rate of the body's trainable weights (default 3e-5 for "
+                                    "full/partial, 2e-4 for lora)", above=0)
+    schedule: str = setting("linear", "learning-rate schedule after warm-up", choices=SCHEDULES)
+    warmup_ratio: float = setting(0.06, "share of the steps spent warming the learning rate up", minimum=0, maximum=1)
+    weight_decay: float = setting(0.01, "AdamW weight decay", minimum=0)
+    max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none)", minimum=0)
+    metric: str = setting("macro_f1", "validation metric that picks the best epoch (f1, precision, recall: "
+                          "of the positive class, two-class data only)", choices=METRICS)
+    eval_fraction: float = setting(0.1, "share of the training data held out for validation when none is given",
+                                   minimum=0, below=1)
+    seed: int = setting(0, "seed for sampling, initialisation and shuffling")
+    positive_label: str | None = setting("auto", "the positive class of binary metrics", cli=False)
+
+
+@dataclass
+class RunSettings:
+    """How a Python call runs; not part of the model."""
+
+    progress: bool = setting(True, "progress bars", cli=False)
+    checkpoint_dir: str | None = setting(None, "write a checkpoint here after every epoch", cli=False)
+    resume: bool = setting(False, "continue from checkpoint_dir when it holds a complete checkpoint", cli=False)
+
+
+def default_body_lr(regime: str) -> float:
+    """The body learning rate when none is set: LoRA adapters start at zero and take a larger step."""
+    return 2e-4 if regime == "lora" else 3e-5
+
+
+GROUPS = (ModelSettings, TrainSettings, RunSettings)
+
+
+def all_fields() -> list:
+    return [f for group in GROUPS for f in fields(group)]
+
+
+def defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in all_fields() if f.default is not MISSING}
+
+
+def field_by_name(name: str):
+    for f in all_fields():
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def choices_of(f) -> tuple | None:
+    c = f.metadata.get("choices")
+    return tuple(c()) if callable(c) else c
+
+
+def flag_of(f) -> str:
+    return "--" + (f.metadata.get("flag") or f.name).replace("_", "-")
+
+
+def is_numeric(f) -> bool:
+    return (isinstance(f.default, (int, float)) and not isinstance(f.default, bool)) or any(
+        f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
+
+
+def bound_problem(f, value) -> str | None:
+    """Why `value` breaks f's numeric bounds, or None."""
+    m = f.metadata
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {value}"
+    for key, ok, word in (("minimum", lambda v, b: v >= b, ">="), ("maximum", lambda v, b: v <= b, "<="),
+                          ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<")):
+        bound = m.get(key)
+        if bound is not None and not ok(value, bound):
+            return f"expected a number {word} {bound:g}, got {value:g}"
+    return None
+
+
+def check(values: dict[str, Any], names: Iterable[str] | None = None) -> None:
+    """Raise ConfigError naming the first setting whose value is out of range or not among its choices."""
+    for f in all_fields():
+        if names is not None and f.name not in names or f.name not in values:
+            continue
+        value = values[f.name]
+        if value is None:
+            if f.default is None:
+                continue
+            raise ConfigError(f"{f.name} must be set (default {f.default!r})")
+        choices = choices_of(f)
+        if choices is not None and value not in choices:
+            raise ConfigError(f"unknown {f.name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        if is_numeric(f):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{f.name} must be a number, got {value!r}")
+            if type(f.default) is int and value != int(value):
+                raise ConfigError(f"{f.name} must be a whole number, got {value!r}")
+            problem = bound_problem(f, value)
+            if problem:
+                raise ConfigError(f"{f.name}: {problem}")

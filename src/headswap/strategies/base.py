@@ -1,0 +1,134 @@
+"""The Strategy contract: everything one way of classifying knows, in one place.
+
+A strategy is a small object with class attributes (what it needs, what it can do) and three methods:
+`text_encoder` (text -> tokens), `build` (loaded model -> classifier module) and, optionally, `freeze`
+and `extra_metrics`. The module it builds follows headswap.nn.classifier.ClassifierModule: forward(**batch)
+returns (B, K) logits. Strategy files import torch only inside their methods, so that the command line can
+list and check strategies without loading it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headswap.errors import ConfigError
+
+
+@dataclass
+class Build:
+    """What a strategy builds from: the loaded model, the classes and the resolved settings."""
+
+    params: dict[str, Any]        # the classifier's settings (headswap.settings), regime resolved
+    hf_model: Any                 # the Hugging Face model as loaded (with its LM head when Strategy.lm_head)
+    tokenizer: Any
+    kind: str                     # "encoder" | "causal"
+    labels: list[str]
+    descriptions: dict[str, str]
+    zero_shot: bool               # epochs == 0: nothing trains
+    prompt: Any = None            # headswap.text.prompts.Prompt, set by prompted strategies
+    encoder: Any = None           # the TextEncoder, set from Strategy.text_encoder before build()
+    saved: dict = field(default_factory=dict)   # extra entries for the saved config (e.g. answer token ids)
+
+    @property
+    def hidden(self) -> int:
+        return self.hf_model.config.hidden_size
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "causal"
+
+    @property
+    def regime(self) -> str:
+        return self.params["regime"]
+
+    def pooling(self) -> str:
+        """The pooling setting, with 'auto' resolved: last token for causal LMs, mean for encoders."""
+        p = self.params["pooling"]
+        return p if p != "auto" else ("last" if self.causal else "mean")
+
+    def base_model(self):
+        """The transformer under a *ForCausalLM wrapper, or the model itself."""
+        from headswap.nn.hf import base_of
+        return base_of(self.hf_model) if self.causal and hasattr(self.hf_model, "lm_head") else self.hf_model
+
+    # ---- shared recipes ---------------------------------------------------------------------------
+    def plain_encoder(self, instruction: bool = True):
+        """Each text on its own (with an 'Instruct: ... Query:' prefix when an instruction is set)."""
+        from headswap.text.encoding import TextEncoder
+        text = self.params.get("instruction")
+        prefix = f"Instruct: {text}\nQuery: " if (instruction and text) else ""
+        return TextEncoder(self.tokenizer, "plain", self.params["max_length"], prefix=prefix,
+                           append_eos=self.causal)
+
+    def prompt_encoder(self, letters: bool = False, cache: bool = True):
+        """Each text inside the task prompt. With `cache` (and a model that supports it) the shared prefix
+        is left out of the items: the body runs it once (headswap.nn.prefix_cache)."""
+        from headswap.nn.prefix_cache import supports_prefix_cache
+        from headswap.text.encoding import TextEncoder
+        from headswap.text.prompts import build_prompt
+        self.prompt = build_prompt(self.tokenizer, self.labels, self.descriptions, self.params.get("instruction"),
+                                   letters=letters)
+        cached = cache and self.params.get("prefix_cache", True) and supports_prefix_cache(self.hf_model)
+        return TextEncoder(self.tokenizer, "prompt", self.params["max_length"], prompt=self.prompt,
+                           include_prefix=not cached)
+
+    def body(self):
+        """The body module: the base transformer's hidden states; for prompted encoders without the prefix
+        in the items, the prefix-caching body."""
+        from headswap.nn.hf import HFBody, strip_bert_pooler
+        from headswap.nn.prefix_cache import PrefixCachedBody
+        if self.encoder is not None and self.encoder.mode == "prompt":
+            body = HFBody(self.base_model())
+            return body if self.encoder.include_prefix else PrefixCachedBody(body, self.encoder.prefix_ids)
+        return HFBody(strip_bert_pooler(self.base_model()))
+
+
+class Strategy:
+    """One way of turning a pretrained model into a classifier. Subclass, set the attributes, register."""
+
+    name: str = ""
+    description: str = ""
+    needs_causal: bool = False      # runs on causal LMs only
+    encoder_only: bool = False      # benchmarked on bidirectional encoders only
+    zero_shot: bool = False         # predicts untrained (epochs=0): its head comes from the pretrained model
+    prompted: bool = False          # the text goes inside a task prompt
+    has_head: bool = True           # has a separate head that the head-only regime can train alone
+    lm_head: bool = False           # loads the causal LM with its LM head
+    default_regime: str = "full"    # the regime that 'auto' resolves to
+
+    def fits(self, kind: str) -> str | None:
+        """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
+        if self.needs_causal and kind != "causal":
+            return f"strategy {self.name!r} needs a causal language model; this model is an {kind}"
+        return None
+
+    def check(self, params: dict[str, Any]) -> None:
+        """Raise ConfigError when the (regime-resolved) settings cannot work with this strategy."""
+        if params["epochs"] == 0 and not self.zero_shot:
+            raise ConfigError(f"strategy {self.name!r} starts with an untrained head and cannot run zero-shot "
+                              f"(epochs=0)")
+        if params["regime"] == "head-only" and not self.has_head:
+            raise ConfigError(f"{self.name} has no separate head to train; use regime lora, partial or full")
+
+    def text_encoder(self, b: Build):
+        """The TextEncoder that turns this strategy's texts into batches."""
+        return b.plain_encoder()
+
+    def build(self, b: Build):
+        """The classifier module (headswap.nn.classifier.ClassifierModule) on the loaded model."""
+        raise NotImplementedError
+
+    def freeze(self, module, regime: str) -> None:
+        """After the regime is applied: freeze what must stay pretrained in this strategy."""
+
+    def extra_metrics(self, module, num_classes: int) -> dict:
+        """Strategy-specific entries for Metrics.extra after an evaluation."""
+        return {}
+
+    def passes_per_text(self, num_classes: int) -> str:
+        """Forward passes per text at inference, as the benchmark reports it."""
+        return "1"
+
+    def __repr__(self) -> str:
+        return f"<strategy {self.name}>"

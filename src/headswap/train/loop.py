@@ -1,0 +1,437 @@
+"""The one training loop every regime and strategy shares, built on accelerate.
+
+The model is any nn.Module whose forward(**batch) returns (B, K) logits; `collate` turns a list of
+dataset items into that batch plus a "labels" tensor. Parameters whose names start with one of the
+model's `head_prefixes` train at `head_lr`, the rest at `body_lr`; frozen parameters never reach the
+optimiser. Because the loop only talks to accelerate, `accelerate launch --num_processes N` runs it
+data-parallel without changes: each process trains on its own shard of every epoch (batch_size is per
+process), DDP averages the gradients, evaluation gathers every process's logits, and only the main process
+logs and writes checkpoints.
+
+Reproducibility and resume: the shuffle order of epoch e is a pure function of (seed, e), not hidden
+generator state, so a run resumed from a checkpoint (TrainConfig.checkpoint_dir, resume=True; see
+checkpoint.py) sees the same batches as an uninterrupted run and ends with the same weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs, broadcast_object_list, gather_object, set_seed
+from torch import nn
+from torch.utils.data import DataLoader, Sampler
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from headswap.errors import ConfigError
+from headswap.settings import RunSettings, TrainSettings, default_body_lr
+from headswap.settings import check as check_settings
+from headswap.train.checkpoint import CheckpointError, find_checkpoint, rng_state, set_rng_state, write_checkpoint
+from headswap.metrics import Metrics, metrics_from_logits
+
+logger = logging.getLogger(__name__)
+_HF_SCHEDULE = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+
+
+@dataclass
+class TrainConfig(RunSettings, TrainSettings):
+    """The loop's settings: headswap.settings' training and run settings (same names, defaults and checks),
+    plus keep_best. body_lr None means the full-fine-tuning default."""
+
+    keep_best: bool = True       # with validation data, restore the best epoch's weights at the end
+
+    def __post_init__(self):
+        if self.body_lr is None:
+            self.body_lr = default_body_lr("full")
+        check_settings(vars(self))
+        if self.epochs < 1:
+            raise ConfigError(f"the training loop needs epochs >= 1, got {self.epochs}")
+
+
+@dataclass
+class EpochLog:
+    epoch: int
+    train_loss: float
+    seconds: float
+    metrics: dict = field(default_factory=dict)   # validation metrics.to_dict(), when there is validation data
+    score: float | None = None
+    steps: int = 0                                # batches this process trained on in this epoch
+
+
+@dataclass
+class TrainResult:
+    history: list[EpochLog]
+    best_epoch: int
+    best_score: float | None
+    train_seconds: float
+    trainable_params: int
+    texts_per_second: float
+    resumed_epoch: int = 0    # epochs restored from a checkpoint instead of trained in this call
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
+    prefixes = getattr(model, "head_prefixes", ("head.",))
+    head, body = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (head if name.startswith(prefixes) else body).append(p)
+    groups = [{"params": ps, "lr": lr} for ps, lr in ((head, cfg.head_lr), (body, cfg.body_lr)) if ps]
+    if not groups:
+        raise ConfigError("nothing to train: every parameter is frozen")
+    return groups
+
+
+def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
+
+
+def _length(item) -> int:
+    if isinstance(item, dict):
+        if "input_ids" in item:
+            return len(item["input_ids"])
+        if "pairs" in item:
+            return max(len(p["input_ids"]) for p in item["pairs"])
+    return 0
+
+
+@torch.inference_mode()
+def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                   accelerator: Accelerator | None = None, progress: bool = False, desc: str = "predict"):
+    """(N, K) logits in the order of `items` (labels in the batches are ignored).
+
+    Items are run in order of length, so each batch is padded only to its own longest text, and the
+    rows are put back in input order at the end.
+    """
+    order = sorted(range(len(items)), key=lambda i: _length(items[i]))
+    logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
+    if len(logits) == 0:
+        return logits
+    restored = torch.empty_like(logits)
+    restored[torch.tensor(order)] = logits
+    return restored
+
+
+def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc):
+    was_training = model.training
+    model.eval()
+    loader = DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=collate)
+    if accelerator is not None:
+        loader = accelerator.prepare(loader)
+    device = accelerator.device if accelerator else next(model.parameters()).device
+    out = []
+    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
+        batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        batch.pop("labels", None)
+        logits = model(**batch)
+        out.append(accelerator.gather_for_metrics(logits) if accelerator else logits)
+    model.train(was_training)
+    return torch.cat(out).float().cpu() if out else torch.empty(0)
+
+
+@torch.inference_mode()
+def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                     progress: bool = False, desc: str = "features") -> torch.Tensor:
+    """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching."""
+    was_training = model.training
+    model.eval()
+    out = []
+    loader = DataLoader(items, batch_size=batch_size, collate_fn=collate)
+    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
+        batch.pop("labels", None)
+        out.append(model.features(**batch))
+    model.train(was_training)
+    return torch.cat(out)
+
+
+# Settings that change what training computes: a checkpoint written under other values cannot continue.
+RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
+               "max_grad_norm", "seed", "metric", "keep_best")
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The shuffle seed of one epoch, a pure function of (run seed, epoch)."""
+    return int(np.random.SeedSequence([seed % 2**64, epoch]).generate_state(1, np.uint64)[0])
+
+
+class EpochShuffle(Sampler[int]):
+    """A random permutation per epoch, drawn from a generator seeded with epoch_seed(seed, epoch).
+
+    The fit loop sets `epoch` before each pass. Deliberately no `set_epoch` method and no `generator`
+    attribute: accelerate would otherwise drive the epoch from its own iteration counter (which restarts at
+    0 after a resume) and broadcast a generator state from process 0; neither is needed, since every process
+    computes the same permutation from the same (seed, epoch).
+    """
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch = n, seed, 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+
+def default_accelerator(find_unused_parameters: bool = False) -> Accelerator:
+    """The Accelerator fit() builds when none is passed; `accelerate launch` configures it through env vars.
+
+    Under DDP, frozen parameters are no issue (DDP skips them), but a trainable parameter that the loss does
+    not reach makes DDP fail at the second step. Every strategy and regime reaches all of its trainable
+    parameters (tests/test_multiprocess.py checks), so the default leaves find_unused_parameters off: it
+    costs an extra autograd-graph traversal per step and a warning per process. A custom model that needs
+    it: pass fit(..., accelerator=default_accelerator(find_unused_parameters=True)).
+    """
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
+    return Accelerator(kwargs_handlers=handlers)
+
+
+def data_digest(items: Sequence | None) -> str:
+    """sha256 over the items' content (texts, token ids, labels, feature tensors): a checkpoint is only
+    resumed on the data it was trained on (e.g. not by the next fold of a cross-validation)."""
+    h = hashlib.sha256()
+
+    def feed(v) -> None:
+        if isinstance(v, torch.Tensor):
+            v = v.detach().cpu()
+            h.update(f"T{v.dtype}{tuple(v.shape)}".encode())
+            h.update(v.contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
+        elif isinstance(v, np.ndarray):
+            h.update(f"A{v.dtype}{v.shape}".encode() + np.ascontiguousarray(v).tobytes())
+        elif isinstance(v, dict):
+            h.update(b"{")
+            for k in sorted(v, key=str):
+                feed(k)
+                feed(v[k])
+            h.update(b"}")
+        elif isinstance(v, (list, tuple)) and all(type(x) in (int, float, str, bool) for x in v):
+            h.update(f"{type(v).__name__}{v!r}".encode())       # token ids: one repr, not one call per id
+        elif isinstance(v, (list, tuple)):
+            h.update(b"[")
+            for x in v:
+                feed(x)
+            h.update(b"]")
+        else:
+            h.update(f"{type(v).__name__}:{v!r};".encode())
+
+    feed(list(items) if items is not None else None)
+    return h.hexdigest()
+
+
+def _run_meta(model: nn.Module, cfg: TrainConfig, train_items: Sequence, eval_items: Sequence | None) -> dict:
+    return {"settings": {k: getattr(cfg, k) for k in RESUME_KEYS}, "n_train": len(train_items),
+            "n_eval": len(eval_items) if eval_items is not None else 0,
+            "train_sha256": data_digest(train_items), "eval_sha256": data_digest(eval_items),
+            "trainable": {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}}
+
+
+def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
+    diffs = [f"{k}={ckpt_meta['settings'].get(k)!r} there, {v!r} here" for k, v in want["settings"].items()
+             if ckpt_meta.get("settings", {}).get(k) != v]
+    diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
+              if ckpt_meta.get(k) != want[k]]
+    for kind, name in (("train", "training"), ("eval", "validation")):
+        same_size = ckpt_meta.get(f"n_{kind}") == want[f"n_{kind}"]
+        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"]:
+            diffs.append(f"the {name} data differ (same size, other content)")
+    if ckpt_meta.get("trainable") != want["trainable"]:
+        theirs, ours = ckpt_meta.get("trainable") or {}, want["trainable"]
+        odd = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
+        diffs.append(f"trainable parameters differ ({len(theirs)} there, {len(ours)} here; e.g. {odd[:3]})")
+    if diffs:
+        raise CheckpointError(f"checkpoint {where} was written by a different training setup, so this run "
+                              f"cannot continue it: {'; '.join(diffs)}. Delete it or run without resume")
+
+
+def _resume_payload(cfg: TrainConfig, want: dict, say: Callable[[str], None], warn: Callable[[str], None]):
+    """Main process: find, validate and read the checkpoint to resume from (None: start from scratch)."""
+    ckpt = find_checkpoint(cfg.checkpoint_dir, say, warn)
+    if ckpt is None:
+        return None
+    _check_compatible(ckpt.meta, want, ckpt.path)
+    if ckpt.epoch > cfg.epochs or ckpt.epoch < 1:
+        raise CheckpointError(f"checkpoint {ckpt.path} is at epoch {ckpt.epoch}, outside 1..{cfg.epochs}")
+    return {"path": str(ckpt.path), "meta": ckpt.meta, "trainable": ckpt.trainable(), "best": ckpt.best(),
+            "optimizer": ckpt.optimizer_state(), "scheduler": ckpt.scheduler_state(), "rng": ckpt.rng_states()}
+
+
+def _share(accelerator: Accelerator, make: Callable[[], object]):
+    """Run `make` on the main process and hand its result (or its CheckpointError) to every process."""
+    box = [None]
+    if accelerator.is_main_process:
+        try:
+            box[0] = ("ok", make())
+        except CheckpointError as e:
+            box[0] = ("error", str(e))
+    if accelerator.num_processes > 1:
+        broadcast_object_list(box)
+    kind, value = box[0]
+    if kind == "error":
+        raise CheckpointError(value)
+    return value
+
+
+def _restore(model: nn.Module, optimizer, scheduler, payload: dict) -> None:
+    """Load trainable parameters, optimizer and scheduler state into the unprepared objects."""
+    where = payload["path"]
+    missing, unexpected = model.load_state_dict(payload["trainable"], strict=False)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    lacking = sorted(trainable - set(payload["trainable"]))
+    if unexpected or lacking:
+        raise CheckpointError(f"checkpoint {where} does not fit this model: unexpected {unexpected[:3]}, "
+                              f"missing {lacking[:3]}")
+    try:
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint {where}: optimizer or scheduler state does not fit ({e})") from None
+
+
+def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainConfig,
+        eval_items: Sequence | None = None, eval_labels: Sequence[int] | None = None,
+        label_names: list[str] | None = None, positive_label: str | None = "auto",
+        log: Callable[[str], None] | None = print, accelerator: Accelerator | None = None,
+        on_epoch_end: Callable[[EpochLog], None] | None = None) -> TrainResult:
+    """Train `model` in place; with validation data, evaluate each epoch and (keep_best) restore the best.
+
+    on_epoch_end(entry) runs on every process after each epoch, once its checkpoint (if any) is written.
+    """
+    set_seed(cfg.seed)
+    accelerator = accelerator or default_accelerator()
+    main = accelerator.is_main_process
+
+    def say(msg: str) -> None:    # checkpoint and resume messages, main process only
+        if main:
+            (log or logger.info)(msg)
+
+    def warn(msg: str) -> None:   # through logging, so that a warning shows even when `log` is a quiet logger
+        if main:
+            logger.warning(msg)
+
+    groups = _param_groups(model, cfg)
+    trainable = sum(p.numel() for g in groups for p in g["params"])
+    optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+    sampler = EpochShuffle(len(train_items), cfg.seed)
+    loader = DataLoader(train_items, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate)
+    # Steps counted on the un-sharded loader: accelerate advances the scheduler once per process.
+    total_steps = cfg.epochs * len(loader)
+    scheduler = get_scheduler(_HF_SCHEDULE[cfg.schedule], optimizer,
+                              num_warmup_steps=math.ceil(cfg.warmup_ratio * total_steps),
+                              num_training_steps=total_steps)
+    history, best_state, best_score, best_epoch, done, rng_states = [], None, None, cfg.epochs, 0, None
+    meta = _run_meta(model, cfg, train_items, eval_items) if cfg.checkpoint_dir and main else {}
+    if cfg.checkpoint_dir and cfg.resume:
+        payload = _share(accelerator, lambda: _resume_payload(cfg, meta, say, warn))
+        if payload is not None:
+            _restore(model, optimizer, scheduler, payload)
+            ck = payload["meta"]
+            done, best_score, best_epoch = ck["epoch"], ck["best_score"], ck["best_epoch"]
+            names = {f.name for f in fields(EpochLog)}
+            history = [EpochLog(**{k: v for k, v in h.items() if k in names}) for h in ck["history"]]
+            best_state, rng_states = payload["best"], payload["rng"]
+            if len(rng_states) != accelerator.num_processes:
+                warn(f"checkpoint was written by {len(rng_states)} process(es), this run has "
+                     f"{accelerator.num_processes}; the result will not match an uninterrupted run exactly")
+            say(f"resuming from checkpoint {payload['path']}: epoch {done}/{cfg.epochs} done, "
+                + (f"continuing with epoch {done + 1}" if done < cfg.epochs else "nothing left to train"))
+    elif cfg.checkpoint_dir and (Path(cfg.checkpoint_dir) / "last").exists():
+        say(f"{cfg.checkpoint_dir} holds a checkpoint from an earlier run; resume is off, so training starts "
+            f"from scratch and replaces it after the first epoch")
+    own_loss = getattr(model, "computes_own_loss", False)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    raw_optimizer, raw_scheduler = optimizer.optimizer, scheduler.scheduler
+    if rng_states:
+        # Restored last, after everything above that draws random numbers, so that epoch done+1 starts from
+        # exactly the state an uninterrupted run had at that point.
+        set_rng_state(rng_states[accelerator.process_index % len(rng_states)])
+    show = cfg.progress and main
+    start = time.perf_counter()
+    for epoch in range(done + 1, cfg.epochs + 1):
+        sampler.epoch = epoch
+        model.train()
+        t0, loss_sum, seen, steps = time.perf_counter(), 0.0, 0, 0
+        bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not show, leave=False)
+        for batch in bar:
+            labels = batch.pop("labels")
+            # A strategy that trains on something other than its class logits (generate-parse's LM
+            # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
+            loss = model(**batch, labels=labels) if own_loss else F.cross_entropy(model(**batch), labels)
+            optimizer.zero_grad(set_to_none=True)
+            accelerator.backward(loss)
+            if cfg.max_grad_norm:
+                accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            loss_sum, seen, steps = loss_sum + loss.item() * len(labels), seen + len(labels), steps + 1
+            bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+        if accelerator.num_processes > 1:   # the loss over every process's shard, the same on all of them
+            totals = accelerator.reduce(torch.tensor([loss_sum, seen], dtype=torch.float64,
+                                                     device=accelerator.device), "sum")
+            loss_sum, seen = float(totals[0]), int(totals[1])
+        entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
+        if eval_items is not None:
+            logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
+            m = metrics_from_logits(logits, eval_labels, label_names, positive_label)
+            entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
+            if best_score is None or entry.score > best_score:
+                best_score, best_epoch = entry.score, epoch
+                if cfg.keep_best:
+                    best_state = _trainable_state(accelerator.unwrap_model(model))
+        history.append(entry)
+        if log and main:
+            val = f", validation {cfg.metric} {entry.score:.4f}" if entry.score is not None else ""
+            log(f"  epoch {epoch}/{cfg.epochs}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
+        if cfg.checkpoint_dir:
+            accelerator.wait_for_everyone()
+            states = gather_object([rng_state()])   # every process's RNG, for an exact resume
+            if main:
+                write_checkpoint(cfg.checkpoint_dir,
+                                 {**meta, "epoch": epoch, "history": [asdict(h) for h in history],
+                                  "best_score": best_score, "best_epoch": best_epoch,
+                                  "num_processes": accelerator.num_processes},
+                                 _trainable_state(accelerator.unwrap_model(model)), raw_optimizer.state_dict(),
+                                 raw_scheduler.state_dict(), states, best=best_state)
+            accelerator.wait_for_everyone()
+        if on_epoch_end:
+            on_epoch_end(entry)
+    train_seconds = time.perf_counter() - start
+    unwrapped = accelerator.unwrap_model(model)
+    if best_state is not None:
+        unwrapped.load_state_dict(best_state, strict=False)
+        if log and main and best_epoch != cfg.epochs:
+            log(f"  restored epoch {best_epoch} ({cfg.metric} {best_score:.4f})")
+    else:
+        best_epoch = cfg.epochs
+    n_train = len(train_items) * (cfg.epochs - done)
+    return TrainResult(history, best_epoch, best_score, train_seconds, trainable,
+                       n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=done)
+
+
+def evaluate(model: nn.Module, items: Sequence, collate: Callable, labels: Sequence[int],
+             label_names: list[str], positive_label: str | None = "auto", batch_size: int = 64,
+             progress: bool = False) -> Metrics:
+    t0 = time.perf_counter()
+    logits = predict_logits(model, items, collate, batch_size, progress=progress, desc="evaluate")
+    seconds = time.perf_counter() - t0
+    m = metrics_from_logits(logits, labels, label_names, positive_label)
+    m.extra.update(eval_seconds=seconds, eval_texts_per_second=len(items) / seconds if seconds else 0.0)
+    return m
+
+
+def snapshot(model: nn.Module) -> nn.Module:
+    """A deep copy, so each regime starts from the same pretrained weights."""
+    return copy.deepcopy(model)

@@ -1,0 +1,89 @@
+"""Training regimes: which parameters train. One call switches; the optimiser then sees only those.
+
+- head-only: body frozen (requires_grad=False), pool + head train.
+- partial:   the last N transformer blocks (and the final norm after them) train too.
+- full:      everything trains.
+- lora:      PEFT adapters on the body's attention and FFN linears (see lora.py); embeddings and LM
+             head stay frozen.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from headswap.errors import ConfigError
+from headswap.settings import REGIMES
+
+
+# Attribute names that hold the stack of blocks / the norm after it, across the tiny model and the
+# common Hugging Face families (BERT: encoder.layer; Llama/SmolLM: layers, norm; GPT-2: h, ln_f).
+_BLOCK_NAMES = ("blocks", "layer", "layers", "h")
+_FINAL_NORM_NAMES = ("ln_f", "norm", "final_layernorm", "final_layer_norm")
+
+
+def body_blocks(body: nn.Module) -> nn.ModuleList:
+    """The body's list of transformer blocks: the longest ModuleList found under a known name."""
+    found = [m for name, m in body.named_modules()
+             if isinstance(m, nn.ModuleList) and name.split(".")[-1] in _BLOCK_NAMES]
+    if not found:
+        raise ConfigError(f"cannot find the transformer blocks of {type(body).__name__} "
+                         f"(looked for a ModuleList named {', '.join(_BLOCK_NAMES)})")
+    return max(found, key=len)
+
+
+def _final_norms(body: nn.Module) -> list[nn.Module]:
+    return [m for name, m in body.named_modules() if name.split(".")[-1] in _FINAL_NORM_NAMES
+            and not isinstance(m, nn.ModuleList)]
+
+
+def set_trainable(module: nn.Module, flag: bool) -> None:
+    for p in module.parameters():
+        p.requires_grad_(flag)
+
+
+def apply_regime(model: nn.Module, regime: str, last_n: int = 1) -> nn.Module:
+    """Set requires_grad on `model` (which has .body, and a head) for `regime`; returns the model."""
+    if regime not in ("head-only", "partial", "full"):
+        raise ConfigError(f"unknown regime {regime!r}; choose one of {', '.join(REGIMES)}"
+                         + (" (lora is applied with headswap.lora.apply_lora)" if regime == "lora" else ""))
+    set_trainable(model, True)
+    if regime == "full":
+        return model
+    set_trainable(model.body, False)
+    if regime == "partial":
+        blocks = body_blocks(model.body)
+        if not 1 <= last_n <= len(blocks):
+            raise ConfigError(f"partial regime: last_n must be between 1 and {len(blocks)} "
+                             f"(the body has {len(blocks)} blocks), got {last_n}")
+        for block in list(blocks)[-last_n:]:
+            set_trainable(block, True)
+        for norm in _final_norms(model.body):
+            set_trainable(norm, True)
+    return model
+
+
+def prepare(model: nn.Module, regime: str, *, zero_shot: bool = False, last_n: int = 1,
+            lora: tuple[int, float, float] | None = None):
+    """Set what trains in a built classifier: nothing when zero_shot (no adapters to slow inference down),
+    LoRA adapters (r, alpha, dropout) for 'lora', else apply_regime. Returns the LoraSettings used, or None."""
+    if zero_shot:
+        set_trainable(model, False)
+        return None
+    if regime == "lora":
+        from headswap.train.lora import LoraSettings, apply_lora
+        settings = LoraSettings(*lora) if lora else LoraSettings()
+        apply_lora(model, settings)
+        return settings
+    apply_regime(model, regime, last_n=last_n)
+    return None
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+    """Distinct parameters (tied weights counted once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) in seen or (trainable_only and not p.requires_grad):
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total
