@@ -14,18 +14,10 @@ import pytest
 import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-from headswap.bench.run import (
-    BASELINE_STRATEGY,
-    PlannedRow,
-    _classifier,
-    estimate_seconds,
-    load_bench_data,
-    parse_strategies,
-    plan_bench,
-    run_bench,
-    run_model_row,
-    validation_limit,
-)
+from headswap.bench.baseline import BASELINE_STRATEGY
+from headswap.bench.measure import estimate_seconds
+from headswap.bench.plan import PlannedRow, load_bench_data, parse_strategies, plan_bench, validation_limit
+from headswap.bench.run import _classifier, run_bench, run_model_row
 from headswap.data.load import LabelledData, from_lists
 from headswap.data.sampling import stratified_subset
 from headswap.errors import ConfigError, DataError

@@ -1,0 +1,55 @@
+"""The bench's reference row: TF-IDF + LinearSVC on the same split as the model rows."""
+
+from __future__ import annotations
+
+import time
+
+from headswap.bench.measure import PeakMemory
+from headswap.bench.plan import BenchData
+
+BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"
+
+
+def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
+    """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.svm import LinearSVC
+
+    from headswap.bench.run import _error_fields, _metric_fields   # run.py imports this module
+    from headswap.metrics import metrics_from_predictions
+
+    row = {"model": BASELINE_MODEL, "model_name": BASELINE_MODEL, "model_kind": "bag-of-n-grams",
+           "strategy": BASELINE_STRATEGY, "regime": BASELINE_REGIME, "epochs": None, "baseline": True,
+           "status": "ok", "description": "TF-IDF word 1-2 grams + char_wb 2-5 grams (sublinear tf, FeatureUnion) "
+                                          "+ LinearSVC (C=1), scikit-learn"}
+    with PeakMemory() as mem:
+        t0 = time.perf_counter()
+        try:
+            labels = sorted(set(data.train.labels))
+            index = {lab: i for i, lab in enumerate(labels)}
+            features = FeatureUnion([
+                ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
+                ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
+            ])
+            pipe = Pipeline([("tfidf", features), ("svm", LinearSVC(C=1.0, random_state=seed))])
+            pipe.fit(data.train.texts, [index[v] for v in data.train.labels])
+            train_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            pred = pipe.predict(data.test.texts)
+            eval_s = time.perf_counter() - t1
+            m = metrics_from_predictions([index[v] for v in data.test.labels], pred, labels)
+            svm = pipe.named_steps["svm"]
+            n_params = int(svm.coef_.size + svm.intercept_.size)
+            row.update(_metric_fields(m))
+            row.update(trainable_params=n_params, total_params=n_params, effective_params=n_params,
+                       embedding_params=None, n_features=int(svm.coef_.shape[1]), train_seconds=train_s,
+                       fit_seconds=train_s, load_seconds=0.0, eval_seconds=eval_s,
+                       texts_per_second=len(data.test) / eval_s if eval_s else 0.0,
+                       forward_passes_per_text=None, forward_passes_nominal="no transformer",
+                       history=[], best_epoch=None, notes=[])
+        except Exception as e:
+            row.update(_error_fields(e))
+        row["wall_seconds"] = time.perf_counter() - t0
+    row.update(mem.to_dict())
+    return row

@@ -1,0 +1,211 @@
+"""What a bench row measures besides its scores: peak memory, forward passes per text, parameter counts,
+a time estimate from one probed batch, and the machine it ran on."""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import platform
+import sys
+import threading
+import time
+
+from headswap.bench.plan import EVAL_FRACTION, PlannedRow
+from headswap.data.load import LabelledData
+from headswap.data.sampling import stratified_subset
+from headswap.settings import defaults
+
+
+def _rss_bytes() -> int | None:
+    """The process's current resident set size."""
+    try:
+        import psutil
+        return psutil.Process().memory_info().rss
+    except ImportError:
+        pass
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _maxrss_bytes() -> int | None:
+    """The process-wide RSS high-water mark (getrusage; never goes down)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024   # bytes on macOS, KiB on Linux
+
+
+def _mb(value: int | None) -> float | None:
+    return None if value is None else round(value / 2 ** 20, 1)
+
+
+class PeakMemory:
+    """Peak RSS while a block runs, sampled by a background thread (torch's CPU allocations bypass
+    tracemalloc, so RSS is what can be measured). Also records getrusage's process-wide high-water mark,
+    which only shows a row's memory when that row sets a new record."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        rss = _rss_bytes()
+        if rss is not None and (self.peak is None or rss > self.peak):
+            self.peak = rss
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "PeakMemory":
+        gc.collect()
+        self.start = self.peak = _rss_bytes()
+        self.maxrss_start = _maxrss_bytes()
+        self._thread = threading.Thread(target=self._loop, name="headswap-bench-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        self.maxrss_end = _maxrss_bytes()
+
+    def to_dict(self) -> dict:
+        delta = None if self.start is None or self.peak is None else self.peak - self.start
+        maxrss_delta = (None if self.maxrss_start is None or self.maxrss_end is None
+                        else self.maxrss_end - self.maxrss_start)
+        return {"rss_start_mb": _mb(self.start), "peak_rss_mb": _mb(self.peak), "peak_rss_delta_mb": _mb(delta),
+                "process_maxrss_mb": _mb(self.maxrss_end), "process_maxrss_delta_mb": _mb(maxrss_delta)}
+
+
+def input_embedding(module):
+    """The nn.Embedding the module's Hugging Face model looks input tokens up in (None if not found)."""
+    from torch import nn
+
+    for m in module.modules():
+        get = getattr(m, "get_input_embeddings", None)
+        if not callable(get):
+            continue
+        try:
+            emb = get()
+        except (NotImplementedError, AttributeError):
+            continue
+        if isinstance(emb, nn.Embedding):
+            return emb
+    return None
+
+
+class ForwardRows:
+    """Counts the sequences that go through the input embedding while a block runs: one per forward pass
+    of the transformer per text (K per text for cross-encoder, 1 prefill + 1 per generated token for
+    generate-parse, the K class descriptions once for similarity)."""
+
+    def __init__(self, module):
+        self.embedding = input_embedding(module)
+        self.rows = self.calls = 0
+        self._handle = None
+
+    def _hook(self, _module, args, _output) -> None:
+        if args and hasattr(args[0], "shape"):
+            self.rows += int(args[0].shape[0]) if args[0].dim() > 1 else 1
+            self.calls += 1
+
+    def __enter__(self) -> "ForwardRows":
+        if self.embedding is not None:
+            self._handle = self.embedding.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+
+    def per_text(self, n_texts: int) -> float | None:
+        return round(self.rows / n_texts, 2) if self.embedding is not None and n_texts else None
+
+
+def _param_counts(module, causal: bool) -> dict:
+    """Parameters of the classifier module: every distinct tensor once (tied weights once)."""
+    from headswap.train.regimes import count_parameters
+
+    emb = input_embedding(module)
+    out = {"effective_params": count_parameters(module, trainable_only=False),
+           "embedding_params": int(emb.weight.numel()) if emb is not None else None}
+    if causal:  # (BERT configs say tie_word_embeddings too, about an MLM head headswap never loads)
+        config = next((m.config for m in module.modules() if hasattr(getattr(m, "config", None), "model_type")),
+                      None)
+        out["tied_embeddings"] = bool(getattr(config, "tie_word_embeddings", False))
+    return out
+
+
+def probe_timing(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
+    """Time training and inference on one batch of a small stratified sample of the training data: the
+    basis of the row's time estimate. A trained row's probe runs two one-batch epochs: the second gives
+    the steady per-batch time, the first minus the second the one-off start-up cost. Inference is timed
+    after a two-text warm-up."""
+    from headswap.bench.run import _classifier   # run.py imports this module
+
+    batch_size = settings.get("batch_size", defaults()["batch_size"])
+    n = min(len(train), max(batch_size, len(set(train.labels))))
+    sample = stratified_subset(train, n, settings.get("seed", 0))
+    t0 = time.perf_counter()
+    clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
+                      batch_size=len(sample))
+    clf.fit(sample.texts, sample.labels)
+    batch_s = startup_s = None
+    if p.epochs:
+        first, second = (h["seconds"] for h in clf.history_[:2])
+        batch_s, startup_s = second * batch_size / len(sample), max(0.0, first - second)
+    texts = sample.texts[:32]
+    clf.predict_proba(texts[:2])
+    t1 = time.perf_counter()
+    clf.predict_proba(texts)
+    infer = time.perf_counter() - t1
+    result = {"load_seconds": clf.build_seconds_, "train_batch_seconds": batch_s, "train_startup_seconds": startup_s,
+              "inference_seconds_per_text": infer / len(texts), "probe_seconds": time.perf_counter() - t0}
+    del clf
+    gc.collect()
+    return result
+
+
+def estimate_seconds(probe: dict, epochs: int, n_train: int, n_validation: int | None, n_test: int,
+                     batch_size: int, regime: str = "auto") -> dict:
+    """Extrapolate a probe to a row: model load + epochs x (batches + validation) + test inference."""
+    per_text = probe["inference_seconds_per_text"]
+    train_s = 0.0
+    if epochs:
+        if n_validation is None:  # TextClassifier holds out eval_fraction of the training data
+            n_validation = round(EVAL_FRACTION * n_train) if n_train >= 20 else 0
+            n_train -= n_validation
+        batches = math.ceil(n_train / batch_size)
+        train_s = (probe.get("train_startup_seconds") or 0.0) + \
+            epochs * (batches * (probe["train_batch_seconds"] or 0.0) + n_validation * per_text)
+        if regime == "head-only":  # the frozen body's features are computed once, outside the epochs
+            train_s += (n_train + n_validation) * per_text
+    test_s = n_test * per_text
+    return {"total": probe["load_seconds"] + train_s + test_s, "load": probe["load_seconds"], "train": train_s,
+            "test": test_s, "texts_per_second": 1.0 / per_text if per_text else None}
+
+
+def _machine() -> dict:
+    import torch
+
+    info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
+            "python": platform.python_version(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads()}
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    try:
+        import psutil
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2 ** 30, 1)
+    except ImportError:
+        pass
+    return info
