@@ -7,7 +7,7 @@ import pytest
 
 
 def run(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "headswap.cli.main", *args], capture_output=True, text=True, input=stdin)
+    return subprocess.run([sys.executable, "-m", "headswap.cli", *args], capture_output=True, text=True, input=stdin)
 
 
 def test_train_help_lists_every_strategy():

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from headswap.cli.main import main
+from headswap.cli import main
 from headswap.teach.demo import run_demo
 
 
@@ -33,5 +33,5 @@ def test_cli_rejects_bad_arguments_with_a_clear_message(argv, message, capsys):
 
 
 def test_console_command_is_installed_and_shows_help():
-    out = subprocess.run([sys.executable, "-m", "headswap.cli.main", "demo", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "headswap.cli", "demo", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--pretrain-epochs" in out.stdout

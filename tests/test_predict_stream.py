@@ -35,7 +35,7 @@ def _csv(path, n):
 
 
 def _cli(*args, **kw):
-    return [sys.executable, "-m", "headswap.cli.main", "predict", *args]
+    return [sys.executable, "-m", "headswap.cli", "predict", *args]
 
 
 def test_iter_texts_is_lazy_and_names_the_bad_line(tmp_path):

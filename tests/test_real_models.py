@@ -61,7 +61,7 @@ def test_cli_train_eval_predict_on_real_data(tmp_path):
     data = SHARED / "sms_spam"
     if not data.is_dir():
         pytest.skip("shared data not present")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "headswap.cli.main", *a], capture_output=True, text=True)  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "headswap.cli", *a], capture_output=True, text=True)  # noqa: E731
     out = tmp_path / "model"
     r = run("train", "--data", str(data / "train.csv"), "--strategy", "encoder-mlp", "--model", "minilm",
             "--epochs", "1", "--train-limit", "80", "--out", str(out), "-q")

@@ -1,5 +1,5 @@
 import sys
 
-from headswap.cli.main import main
+from headswap.cli.parser import main
 
 sys.exit(main())
