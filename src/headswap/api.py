@@ -27,6 +27,7 @@ from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics, metrics_from_logits
 from headswap.strategies import Build, get
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
+from headswap.train.lora import LoraSettings
 from headswap.train.regimes import count_parameters, prepare
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, **params):
-        unknown = sorted(set(params) - set(settings.defaults()))
+        defaults = settings.defaults()
+        unknown = sorted(set(params) - set(defaults))
         if unknown:
             raise TypeError(f"TextClassifier got unknown settings {unknown}; see headswap.settings")
-        for name, default in settings.defaults().items():
+        for name, default in defaults.items():
             setattr(self, name, params.get(name, default))
 
     # scikit-learn reads the parameter names from __init__'s signature: derive it from the settings.
@@ -61,8 +63,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def regime_(self) -> str:
         return self.strategy_.default_regime if self.regime == "auto" else self.regime
 
-    def _params(self) -> dict:
-        """Checked settings with the regime and body learning rate resolved."""
+    def resolved_params(self) -> dict:
+        """The settings, checked (alone and against the strategy), with regime and body learning rate
+        resolved. Raises ConfigError naming the first bad one; loads nothing."""
         params = self.get_params()
         settings.check(params)
         params["regime"] = self.regime_
@@ -74,7 +77,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def _build(self, labels: list[str], descriptions: dict[str, str], weights: dict | None = None) -> None:
         from headswap.models import load_model, resolve_model
 
-        params, strategy = self._params(), self.strategy_
+        params, strategy = self.resolved_params(), self.strategy_
         spec = resolve_model(self.model)
         reason = strategy.fits(spec.kind)
         if reason:
@@ -92,7 +95,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
         module.eval()
         self.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=self.last_n,
-                             lora=(self.lora_r, self.lora_alpha, self.lora_dropout))
+                             lora=LoraSettings(self.lora_r, self.lora_alpha, self.lora_dropout))
         if not b.zero_shot:
             strategy.freeze(module, params["regime"])
         if weights is not None:
@@ -105,7 +108,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
-        params = self._params()
+        params = self.resolved_params()
         y_list = None if isinstance(X, LabelledData) else list(y)
         train = X if y_list is None else from_lists(list(X), [str(v) for v in y_list], "training data")
         # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's

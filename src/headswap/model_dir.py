@@ -67,7 +67,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
     """Load saved weights into a freshly built module; every tensor training changed must be there."""
     expected = trained_state(module)
-    unexpected = sorted(set(weights) - set(dict(module.named_parameters())) - set(module.state_dict()))
+    unexpected = sorted(set(weights) - set(module.state_dict()))
     if unexpected:
         raise HeadswapError(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
     missing = sorted(set(expected) - set(weights))

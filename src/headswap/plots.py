@@ -12,7 +12,6 @@ depends on a display, on the global pyplot state, or on the MPLBACKEND a user ha
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Sequence
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Iterable
+from typing import Any
 
 from headswap.errors import ConfigError
 
@@ -108,13 +108,6 @@ def defaults() -> dict[str, Any]:
     return {f.name: f.default for f in all_fields() if f.default is not MISSING}
 
 
-def field_by_name(name: str):
-    for f in all_fields():
-        if f.name == name:
-            return f
-    raise KeyError(name)
-
-
 def choices_of(f) -> tuple | None:
     c = f.metadata.get("choices")
     return tuple(c()) if callable(c) else c
@@ -142,10 +135,10 @@ def bound_problem(f, value) -> str | None:
     return None
 
 
-def check(values: dict[str, Any], names: Iterable[str] | None = None) -> None:
+def check(values: dict[str, Any]) -> None:
     """Raise ConfigError naming the first setting whose value is out of range or not among its choices."""
     for f in all_fields():
-        if names is not None and f.name not in names or f.name not in values:
+        if f.name not in values:
             continue
         value = values[f.name]
         if value is None:

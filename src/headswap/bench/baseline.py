@@ -6,6 +6,7 @@ import time
 
 from headswap.bench.measure import PeakMemory
 from headswap.bench.plan import BenchData
+from headswap.bench.report import _error_fields, _metric_fields
 
 BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"
 
@@ -16,7 +17,6 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
     from sklearn.pipeline import FeatureUnion, Pipeline
     from sklearn.svm import LinearSVC
 
-    from headswap.bench.run import _error_fields, _metric_fields   # run.py imports this module
     from headswap.metrics import metrics_from_predictions
 
     row = {"model": BASELINE_MODEL, "model_name": BASELINE_MODEL, "model_kind": "bag-of-n-grams",

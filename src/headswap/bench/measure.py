@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from headswap.bench.plan import EVAL_FRACTION, PlannedRow
+from headswap.bench.plan import EVAL_FRACTION, PlannedRow, _classifier
 from headswap.data.load import LabelledData
 from headswap.data.sampling import stratified_subset
 from headswap.settings import defaults
@@ -151,8 +151,6 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
     basis of the row's time estimate. A trained row's probe runs two one-batch epochs: the second gives
     the steady per-batch time, the first minus the second the one-off start-up cost. Inference is timed
     after a two-text warm-up."""
-    from headswap.bench.run import _classifier   # run.py imports this module
-
     batch_size = settings.get("batch_size", defaults()["batch_size"])
     n = min(len(train), max(batch_size, len(set(train.labels))))
     sample = stratified_subset(train, n, settings.get("seed", 0))

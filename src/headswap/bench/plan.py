@@ -138,3 +138,13 @@ def plan_bench(model_kinds: dict[str, str], strategies: Sequence[str], epochs: i
                 skipped.append({"model": model, "strategy": strategy, "regime": ZERO_SHOT_REGIME,
                                 "reason": f"epochs=0 and {strategy} has no zero-shot form (its head starts untrained)"})
     return rows, skipped
+
+
+def _classifier(p: PlannedRow, settings: dict, **overrides):
+    """The row's TextClassifier: the run's settings, the row's strategy, model, regime and epochs."""
+    from headswap.api import TextClassifier
+
+    # Zero-shot rows are built in the "full" regime: nothing trains, and no (zero-initialised) LoRA
+    # adapters slow the forward pass down or add parameters that do nothing.
+    return TextClassifier(**{**settings, "strategy": p.strategy, "model": p.model,
+                             "regime": "full" if p.zero_shot else p.regime, "epochs": p.epochs, **overrides})

@@ -4,11 +4,26 @@ matrices and the progress lines."""
 from __future__ import annotations
 
 import json
+import traceback
 import re
 from pathlib import Path
 from typing import Callable
 
 from headswap.bench.plan import EVAL_FRACTION
+
+
+def _metric_fields(m) -> dict:
+    fields = {"macro_f1": m.f1("macro"), "weighted_f1": m.f1("weighted"), "accuracy": m.accuracy,
+              "labels": list(m.labels), "f1_per_class": {lab: float(f) for lab, f in zip(m.labels, m.f1_per_class)},
+              "confusion": m.confusion.tolist(), "n_test": int(m.confusion.sum())}
+    if m.binary() is not None:
+        fields["binary"] = {"positive_label": m.positive_label, **m.binary()}
+    return fields
+
+
+def _error_fields(e: BaseException) -> dict:
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    return {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])}
 
 
 def _jsonable(value):

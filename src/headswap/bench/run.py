@@ -7,15 +7,14 @@ import datetime
 import gc
 import os
 import time
-import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap.bench.baseline import run_tfidf_baseline
 from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
-from headswap.bench.plan import BenchData, PlannedRow, load_bench_data, parse_strategies, plan_bench
-from headswap.bench.report import (_describe_estimate, _fmt_duration, _log_row, _plot_row_confusion,
-                                   model_display_name, write_json, write_outputs)
+from headswap.bench.plan import BenchData, PlannedRow, _classifier, load_bench_data, parse_strategies, plan_bench
+from headswap.bench.report import (_describe_estimate, _error_fields, _fmt_duration, _log_row, _metric_fields,
+                                   _plot_row_confusion, model_display_name, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
@@ -65,16 +64,6 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
     return row
 
 
-def _classifier(p: PlannedRow, settings: dict, **overrides):
-    """The row's TextClassifier: the run's settings, the row's strategy, model, regime and epochs."""
-    from headswap.api import TextClassifier
-
-    # Zero-shot rows are built in the "full" regime: nothing trains, and no (zero-initialised) LoRA
-    # adapters slow the forward pass down or add parameters that do nothing.
-    return TextClassifier(**{**settings, "strategy": p.strategy, "model": p.model,
-                             "regime": "full" if p.zero_shot else p.regime, "epochs": p.epochs, **overrides})
-
-
 def _history(clf) -> list[dict]:
     out = []
     for h in getattr(clf, "history_", []) or []:
@@ -82,20 +71,6 @@ def _history(clf) -> list[dict]:
         out.append({"epoch": h.get("epoch"), "train_loss": h.get("train_loss"), "score": h.get("score"),
                     "seconds": h.get("seconds"), "validation_accuracy": val.get("accuracy")})
     return out
-
-
-def _metric_fields(m) -> dict:
-    fields = {"macro_f1": m.f1("macro"), "weighted_f1": m.f1("weighted"), "accuracy": m.accuracy,
-              "labels": list(m.labels), "f1_per_class": {lab: float(f) for lab, f in zip(m.labels, m.f1_per_class)},
-              "confusion": m.confusion.tolist(), "n_test": int(m.confusion.sum())}
-    if m.binary() is not None:
-        fields["binary"] = {"positive_label": m.positive_label, **m.binary()}
-    return fields
-
-
-def _error_fields(e: BaseException) -> dict:
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    return {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])}
 
 
 def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all", *,

@@ -7,13 +7,11 @@ import sys
 
 from headswap.cli.options import float_at_least, int_at_least
 from headswap.errors import HeadswapError
+from headswap.serve import DEFAULTS
 
 HELP = "serve a saved classifier over HTTP (POST /predict, micro-batching)"
 DESCRIPTION = ("Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, GET /health, /labels, "
                "/stats; OpenAPI docs at /docs. Needs `pip install 'headswap[serve]'`.")
-# The app's limits; headswap.serve.app.create_app takes the same defaults from here.
-DEFAULTS = {"max_batch_size": 32, "max_wait_ms": 5.0, "max_texts_per_request": 256, "max_text_chars": 10_000,
-            "max_body_bytes": 1_000_000}
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 

@@ -40,7 +40,7 @@ def run(args) -> int:
         raise ConfigError(f"--out {out} is an existing file; give a directory to save the model in")
     clf = TextClassifier(**settings_from(args), progress=not args.quiet,
                          checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
-    clf._params()   # every setting checked, and against the strategy, before any data or model loads
+    clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
     files = data_files(args.data)
     if "train" not in files:
         raise DataError(f"{args.data} has no train.csv")

@@ -1,0 +1,5 @@
+"""A saved classifier behind an HTTP API (headswap.serve.app); `headswap serve` is its command."""
+
+# The app's limits, read by create_app and by the command's flags; this module imports nothing heavy.
+DEFAULTS = {"max_batch_size": 32, "max_wait_ms": 5.0, "max_texts_per_request": 256, "max_text_chars": 10_000,
+            "max_body_bytes": 1_000_000}

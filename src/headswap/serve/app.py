@@ -40,7 +40,7 @@ from headswap.errors import ConfigError, DataError, HeadswapError
 
 log = logging.getLogger(__name__)
 
-from headswap.cli.serve import DEFAULTS  # the limits, declared once with their flags
+from headswap.serve import DEFAULTS
 
 
 # ---------------------------------------------------------------------------------------------------------------

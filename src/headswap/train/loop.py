@@ -125,18 +125,19 @@ def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_s
     return restored
 
 
-def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc):
+def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc, method="forward"):
     was_training = model.training
     model.eval()
     loader = DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=collate)
     if accelerator is not None:
         loader = accelerator.prepare(loader)
     device = accelerator.device if accelerator else next(model.parameters()).device
+    run = model if method == "forward" else getattr(model, method)
     out = []
     for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
         batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
         batch.pop("labels", None)
-        logits = model(**batch)
+        logits = run(**batch)
         out.append(accelerator.gather_for_metrics(logits) if accelerator else logits)
     model.train(was_training)
     return torch.cat(out).float().cpu() if out else torch.empty(0)
@@ -146,15 +147,7 @@ def _predict_in_order(model, items, collate, batch_size, accelerator, progress, 
 def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
                      progress: bool = False, desc: str = "features") -> torch.Tensor:
     """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching."""
-    was_training = model.training
-    model.eval()
-    out = []
-    loader = DataLoader(items, batch_size=batch_size, collate_fn=collate)
-    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
-        batch.pop("labels", None)
-        out.append(model.features(**batch))
-    model.train(was_training)
-    return torch.cat(out)
+    return _predict_in_order(model, items, collate, batch_size, None, progress, desc, method="features")
 
 
 # Settings that change what training computes: a checkpoint written under other values cannot continue.

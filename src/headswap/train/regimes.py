@@ -62,18 +62,17 @@ def apply_regime(model: nn.Module, regime: str, last_n: int = 1) -> nn.Module:
     return model
 
 
-def prepare(model: nn.Module, regime: str, *, zero_shot: bool = False, last_n: int = 1,
-            lora: tuple[int, float, float] | None = None):
+def prepare(model: nn.Module, regime: str, *, zero_shot: bool = False, last_n: int = 1, lora=None):
     """Set what trains in a built classifier: nothing when zero_shot (no adapters to slow inference down),
-    LoRA adapters (r, alpha, dropout) for 'lora', else apply_regime. Returns the LoraSettings used, or None."""
+    the adapters of `lora` (headswap.train.lora.LoraSettings) for 'lora', else apply_regime. Returns the
+    LoraSettings applied, or None."""
     if zero_shot:
         set_trainable(model, False)
         return None
     if regime == "lora":
-        from headswap.train.lora import LoraSettings, apply_lora
-        settings = LoraSettings(*lora) if lora else LoraSettings()
-        apply_lora(model, settings)
-        return settings
+        from headswap.train.lora import apply_lora
+        apply_lora(model, lora)
+        return lora
     apply_regime(model, regime, last_n=last_n)
     return None
 
