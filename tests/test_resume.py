@@ -47,7 +47,7 @@ class Interrupted(Exception):
     pass
 
 
-def _run(data, ckpt=None, resume=False, stop_after=None, lines=None, **overrides):
+def _run(data, ckpt=None, resume=False, stop_after=None, lines=None, kill_at_batch=None, **overrides):
     train, val = data
     torch.manual_seed(0)
     body = TinyTransformer(TinyConfig(hidden=32, heads=2, blocks=2, max_len=32, dropout=0.1))
@@ -60,7 +60,15 @@ def _run(data, ckpt=None, resume=False, stop_after=None, lines=None, **overrides
         if stop_after is not None and entry.epoch == stop_after:
             raise Interrupted(entry.epoch)
 
-    result = fit(model, train, make_collate(ByteTokenizer()), cfg, eval_items=val,
+    collate, calls = make_collate(ByteTokenizer()), [0]
+
+    def collate_or_die(batch):   # a crash at the kill_at_batch-th batch built (training or validation)
+        calls[0] += 1
+        if calls[0] == kill_at_batch:
+            raise Interrupted(calls[0])
+        return collate(batch)
+
+    result = fit(model, train, collate_or_die, cfg, eval_items=val,
                  eval_labels=[y for _, y in val], label_names=["ham", "spam"], positive_label="spam",
                  log=(lines.append if lines is not None else None), on_epoch_end=stop)
     weights = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -121,6 +129,36 @@ def test_resume_without_a_checkpoint_starts_from_scratch(data, reference, tmp_pa
     assert any("no checkpoint in" in m and "from scratch" in m for m in lines)
     assert result.resumed_epoch == 0
     _same_weights(weights, reference[1])
+
+
+# ---- 1b. mid-epoch checkpoints (checkpoint_every) --------------------------------------------------------------
+# 64 training texts in batches of 16: 4 steps per epoch, then one validation batch; checkpoints every 3 steps
+# (inside each epoch) and at each epoch's end. Batch 7 is epoch 2's second step (last checkpoint: the end of
+# epoch 1); batch 10 is its fourth step, after the mid-epoch checkpoint at step 3.
+
+
+@pytest.mark.parametrize("kill_at_batch, epochs_done, step", [(7, 1, 0), (10, 1, 3)])
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_a_run_killed_inside_an_epoch_resumes_to_the_same_result(data, kill_at_batch, epochs_done, step,
+                                                                  group_by_length, tmp_path):
+    every = {"checkpoint_every": 3, "group_by_length": group_by_length}
+    ref_result, ref_weights = _run(data, **every)
+    with pytest.raises(Interrupted):
+        _run(data, tmp_path, kill_at_batch=kill_at_batch, **every)
+    meta = json.loads((tmp_path / "last" / MARKER).read_text())
+    assert (meta["epoch"], meta["step"]) == (epochs_done, step)
+    lines = []
+    result, weights = _run(data, tmp_path, resume=True, lines=lines, **every)
+    where = f"step {step} of epoch 2" if step else "epoch 1/4 done"
+    assert any(f"resuming from checkpoint {tmp_path / 'last'}: {where}" in m for m in lines), lines
+    _same_weights(weights, ref_weights)
+    assert _history(result) == _history(ref_result)      # the resumed epoch's loss counts the steps before it
+
+
+def test_mid_epoch_checkpoints_do_not_change_training(data, reference, tmp_path):
+    result, weights = _run(data, tmp_path, checkpoint_every=1)
+    _same_weights(weights, reference[1], atol=0)
+    assert _history(result) == _history(reference[0])
 
 
 # ---- 3. partial, corrupt and incompatible checkpoints -----------------------------------------------------------

@@ -80,6 +80,8 @@ class TrainSettings:
     eval_fraction: float = setting(0.1, "share of the training data held out for validation when none is given",
                                    minimum=0, below=1)
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
+    group_by_length: bool = setting(False, "shuffle into batches of texts of similar length (a new random order "
+                                    "each epoch): less padding, faster training")
     positive_label: str | None = setting("auto", "the positive class of binary metrics", cli=False)
 
 
@@ -89,6 +91,8 @@ class RunSettings:
 
     progress: bool = setting(True, "progress bars", cli=False)
     checkpoint_dir: str | None = setting(None, "write a checkpoint here after every epoch", cli=False)
+    checkpoint_every: int = setting(0, "also checkpoint every N training steps inside an epoch, for runs longer "
+                                    "than a sitting (0: at epoch ends only)", minimum=0, metavar="STEPS")
     resume: bool = setting(False, "continue from checkpoint_dir when it holds a complete checkpoint", cli=False)
 
 
@@ -148,6 +152,8 @@ def check(values: dict[str, Any]) -> None:
         choices = choices_of(f)
         if choices is not None and value not in choices:
             raise ConfigError(f"unknown {f.name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        if isinstance(f.default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{f.name} must be True or False, got {value!r}")
         if is_numeric(f):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{f.name} must be a number, got {value!r}")

@@ -77,6 +77,8 @@ def add_settings(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), **
         choices = settings.choices_of(f)
         if choices is not None:
             kw["choices"] = choices
+        elif isinstance(f.default, bool):
+            kw["action"] = argparse.BooleanOptionalAction
         elif settings.is_numeric(f):
             kw["type"] = _setting_type(f)
         if f.metadata.get("metavar"):

@@ -1,4 +1,5 @@
-"""Training checkpoints, written atomically after every epoch so that a killed run can resume.
+"""Training checkpoints, written atomically after every epoch (and every N steps inside one, when asked) so
+that a killed run can resume.
 
 Layout of a checkpoint directory D (TrainConfig.checkpoint_dir):
 
@@ -8,7 +9,8 @@ Layout of a checkpoint directory D (TrainConfig.checkpoint_dir):
         optimizer.pt            optimizer state: AdamW moments, step counts, the groups' learning rates
         scheduler.pt            learning-rate scheduler state
         rng.pt                  python, numpy and torch (and CUDA) RNG states, one entry per process
-        checkpoint.json         the completion marker, written last: epoch, history, best epoch and score,
+        checkpoint.json         the completion marker, written last: epochs done, steps done in the next one
+                                and their running loss (mid-epoch), history, best epoch and score,
                                 the training settings, and the byte size and sha256 of every file above
     D/.tmp-<hex>/               a checkpoint being written
     D/.old-<hex>/               the previous checkpoint, moved aside while the new one takes its place
@@ -177,7 +179,13 @@ class Checkpoint:
 
     @property
     def epoch(self) -> int:
+        """Whole epochs done."""
         return int(self.meta["epoch"])
+
+    @property
+    def step(self) -> int:
+        """Steps done in the epoch after those (0: written at an epoch's end)."""
+        return int(self.meta.get("step") or 0)
 
     def _read(self, name: str, tensors: bool):
         path = self.path / name
@@ -267,7 +275,7 @@ def find_checkpoint(root, info: Callable[[str], None], warn: Callable[[str], Non
         else:
             complete.append(Checkpoint(p, meta))
     if complete:
-        best = max(complete, key=lambda c: c.epoch)
+        best = max(complete, key=lambda c: (c.epoch, c.step))
         warn(f"{last} is missing (a save was interrupted while swapping checkpoints); using the complete "
              f"checkpoint {best.path} (epoch {best.epoch})")
         return best

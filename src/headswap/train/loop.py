@@ -10,7 +10,9 @@ logs and writes checkpoints.
 
 Reproducibility and resume: the shuffle order of epoch e is a pure function of (seed, e), not hidden
 generator state, so a run resumed from a checkpoint (TrainConfig.checkpoint_dir, resume=True; see
-checkpoint.py) sees the same batches as an uninterrupted run and ends with the same weights.
+checkpoint.py) sees the same batches as an uninterrupted run and ends with the same weights. Checkpoints
+are written after every epoch and, with checkpoint_every=N, after every N steps inside one; a mid-epoch
+checkpoint also holds the epoch's step count and running loss, and a resume skips the batches done.
 """
 
 from __future__ import annotations
@@ -152,7 +154,8 @@ def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch
 
 # Settings that change what training computes: a checkpoint written under other values cannot continue.
 RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
-               "max_grad_norm", "seed", "metric", "keep_best")
+               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length")
+_ADDED_LATER = {"group_by_length": False}   # what a checkpoint written before the key existed trained with
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -163,21 +166,48 @@ def epoch_seed(seed: int, epoch: int) -> int:
 class EpochShuffle(Sampler[int]):
     """A random permutation per epoch, drawn from a generator seeded with epoch_seed(seed, epoch).
 
-    The fit loop sets `epoch` before each pass. Deliberately no `set_epoch` method and no `generator`
-    attribute: accelerate would otherwise drive the epoch from its own iteration counter (which restarts at
-    0 after a resume) and broadcast a generator state from process 0; neither is needed, since every process
-    computes the same permutation from the same (seed, epoch).
+    The fit loop sets `epoch` before each pass, and `start` (indices to skip) when it resumes inside an
+    epoch. Deliberately no `set_epoch` method and no `generator` attribute: accelerate would otherwise drive
+    the epoch from its own iteration counter (which restarts at 0 after a resume) and broadcast a generator
+    state from process 0; neither is needed, since every process computes the same permutation from the
+    same (seed, epoch).
+
+    With `lengths` and `batch_size` (group_by_length), the order keeps its randomness but each run of
+    batch_size indices holds texts of similar length, as transformers' LengthGroupedSampler does: the
+    permutation is cut into mega-batches of 50 batches, each sorted by length and cut into batches, and the
+    batches are shuffled (a short last batch stays last, so the DataLoader's batches are exactly these).
     """
 
-    def __init__(self, n: int, seed: int):
-        self.n, self.seed, self.epoch = n, seed, 1
+    MEGA = 50
+
+    def __init__(self, n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1):
+        self.n, self.seed, self.epoch, self.start = n, seed, 1, 0
+        self.lengths, self.batch_size = lengths, batch_size
 
     def __len__(self) -> int:
-        return self.n
+        return self.n - self.start
+
+    def order(self) -> list[int]:
+        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
+        perm = torch.randperm(self.n, generator=g).tolist()
+        if self.lengths is None:
+            return perm
+        b, size = self.batch_size, self.MEGA * self.batch_size
+        batches = []
+        for i in range(0, self.n, size):
+            mega = sorted(perm[i:i + size], key=lambda j: -self.lengths[j])
+            batches += [mega[k:k + b] for k in range(0, len(mega), b)]
+        short = [batches.pop()] if batches and len(batches[-1]) < b else []
+        shuffled = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+        return [j for batch in shuffled + short for j in batch]
 
     def __iter__(self):
-        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        return iter(self.order()[self.start:])
+
+
+def sampler_skip(step: int, cfg: TrainConfig, accelerator: Accelerator) -> int:
+    """Training texts a mid-epoch resume skips: the batches every process trained before the checkpoint."""
+    return step * cfg.batch_size * accelerator.num_processes
 
 
 def default_accelerator(find_unused_parameters: bool = False) -> Accelerator:
@@ -233,8 +263,8 @@ def _run_meta(model: nn.Module, cfg: TrainConfig, train_items: Sequence, eval_it
 
 
 def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
-    diffs = [f"{k}={ckpt_meta['settings'].get(k)!r} there, {v!r} here" for k, v in want["settings"].items()
-             if ckpt_meta.get("settings", {}).get(k) != v]
+    theirs = {**_ADDED_LATER, **ckpt_meta.get("settings", {})}
+    diffs = [f"{k}={theirs.get(k)!r} there, {v!r} here" for k, v in want["settings"].items() if theirs.get(k) != v]
     diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
               if ckpt_meta.get(k) != want[k]]
     for kind, name in (("train", "training"), ("eval", "validation")):
@@ -256,7 +286,7 @@ def _resume_payload(cfg: TrainConfig, want: dict, say: Callable[[str], None], wa
     if ckpt is None:
         return None
     _check_compatible(ckpt.meta, want, ckpt.path)
-    if ckpt.epoch > cfg.epochs or ckpt.epoch < 1:
+    if not (1 <= ckpt.epoch <= cfg.epochs or (ckpt.step > 0 and 0 <= ckpt.epoch < cfg.epochs)):
         raise CheckpointError(f"checkpoint {ckpt.path} is at epoch {ckpt.epoch}, outside 1..{cfg.epochs}")
     return {"path": str(ckpt.path), "meta": ckpt.meta, "trainable": ckpt.trainable(), "best": ckpt.best(),
             "optimizer": ckpt.optimizer_state(), "scheduler": ckpt.scheduler_state(), "rng": ckpt.rng_states()}
@@ -318,7 +348,8 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     groups = _param_groups(model, cfg)
     trainable = sum(p.numel() for g in groups for p in g["params"])
     optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-    sampler = EpochShuffle(len(train_items), cfg.seed)
+    lengths = [_length(item) for item in train_items] if cfg.group_by_length else None
+    sampler = EpochShuffle(len(train_items), cfg.seed, lengths, cfg.batch_size)
     loader = DataLoader(train_items, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate)
     # Steps counted on the un-sharded loader: accelerate advances the scheduler once per process.
     total_steps = cfg.epochs * len(loader)
@@ -326,6 +357,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                               num_warmup_steps=math.ceil(cfg.warmup_ratio * total_steps),
                               num_training_steps=total_steps)
     history, best_state, best_score, best_epoch, done, rng_states = [], None, None, cfg.epochs, 0, None
+    resumed_step, partial = 0, None     # a checkpoint written inside epoch done+1: its steps and loss so far
     meta = _run_meta(model, cfg, train_items, eval_items) if cfg.checkpoint_dir and main else {}
     if cfg.checkpoint_dir and cfg.resume:
         payload = _share(accelerator, lambda: _resume_payload(cfg, meta, say, warn))
@@ -336,10 +368,14 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             names = {f.name for f in fields(EpochLog)}
             history = [EpochLog(**{k: v for k, v in h.items() if k in names}) for h in ck["history"]]
             best_state, rng_states = payload["best"], payload["rng"]
+            resumed_step = int(ck.get("step", 0))
+            if resumed_step:
+                partial = ck["partial"][accelerator.process_index % len(ck["partial"])]
             if len(rng_states) != accelerator.num_processes:
                 warn(f"checkpoint was written by {len(rng_states)} process(es), this run has "
                      f"{accelerator.num_processes}; the result will not match an uninterrupted run exactly")
-            say(f"resuming from checkpoint {payload['path']}: epoch {done}/{cfg.epochs} done, "
+            where = f"step {resumed_step} of epoch {done + 1}" if resumed_step else f"epoch {done}/{cfg.epochs} done"
+            say(f"resuming from checkpoint {payload['path']}: {where}, "
                 + (f"continuing with epoch {done + 1}" if done < cfg.epochs else "nothing left to train"))
     elif cfg.checkpoint_dir and (Path(cfg.checkpoint_dir) / "last").exists():
         say(f"{cfg.checkpoint_dir} holds a checkpoint from an earlier run; resume is off, so training starts "
@@ -347,18 +383,48 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     own_loss = getattr(model, "computes_own_loss", False)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     raw_optimizer, raw_scheduler = optimizer.optimizer, scheduler.scheduler
-    if rng_states:
+    steps_per_epoch = len(loader)
+
+    def save(epochs_done: int, step: int = 0, partial_state: dict | None = None) -> None:
+        """Checkpoint after `epochs_done` whole epochs, plus `step` steps of the next one (mid-epoch)."""
+        accelerator.wait_for_everyone()
+        states = gather_object([rng_state()])   # every process's RNG, for an exact resume
+        partials = gather_object([partial_state]) if step else None
+        if main:
+            write_checkpoint(cfg.checkpoint_dir,
+                             {**meta, "epoch": epochs_done, "step": step, "partial": partials,
+                              "history": [asdict(h) for h in history],
+                              "best_score": best_score, "best_epoch": best_epoch,
+                              "num_processes": accelerator.num_processes},
+                             _trainable_state(accelerator.unwrap_model(model)), raw_optimizer.state_dict(),
+                             raw_scheduler.state_dict(), states, best=best_state)
+        accelerator.wait_for_everyone()
+
+    pending_rng = rng_states[accelerator.process_index % len(rng_states)] if rng_states else None
+    if pending_rng is not None and not resumed_step:
         # Restored last, after everything above that draws random numbers, so that epoch done+1 starts from
-        # exactly the state an uninterrupted run had at that point.
-        set_rng_state(rng_states[accelerator.process_index % len(rng_states)])
+        # exactly the state an uninterrupted run had at that point. A mid-epoch checkpoint's state is restored
+        # at the first batch instead: starting an epoch's DataLoader iterator draws a random number, which
+        # the uninterrupted run had drawn before the checkpoint.
+        set_rng_state(pending_rng)
+        pending_rng = None
     show = cfg.progress and main
     start = time.perf_counter()
     for epoch in range(done + 1, cfg.epochs + 1):
         sampler.epoch = epoch
         model.train()
         t0, loss_sum, seen, steps = time.perf_counter(), 0.0, 0, 0
-        bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not show, leave=False)
+        if partial is not None and epoch == done + 1:
+            # Mid-epoch resume: skip the batches (of every process) trained before the checkpoint.
+            sampler.start = sampler_skip(resumed_step, cfg, accelerator)
+            steps, loss_sum, seen = resumed_step, partial["loss_sum"], partial["seen"]
+            t0 -= partial["seconds"]
+        bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not show, leave=False,
+                   initial=steps, total=steps_per_epoch)
         for batch in bar:
+            if pending_rng is not None:
+                set_rng_state(pending_rng)
+                pending_rng = None
             labels = batch.pop("labels")
             # A strategy that trains on something other than its class logits (generate-parse's LM
             # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
@@ -371,6 +437,10 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             scheduler.step()
             loss_sum, seen, steps = loss_sum + loss.item() * len(labels), seen + len(labels), steps + 1
             bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+            if cfg.checkpoint_dir and cfg.checkpoint_every and steps % cfg.checkpoint_every == 0 \
+                    and steps < steps_per_epoch:
+                save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
+        sampler.start = 0
         if accelerator.num_processes > 1:   # the loss over every process's shard, the same on all of them
             totals = accelerator.reduce(torch.tensor([loss_sum, seen], dtype=torch.float64,
                                                      device=accelerator.device), "sum")
@@ -389,16 +459,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             val = f", validation {cfg.metric} {entry.score:.4f}" if entry.score is not None else ""
             log(f"  epoch {epoch}/{cfg.epochs}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
         if cfg.checkpoint_dir:
-            accelerator.wait_for_everyone()
-            states = gather_object([rng_state()])   # every process's RNG, for an exact resume
-            if main:
-                write_checkpoint(cfg.checkpoint_dir,
-                                 {**meta, "epoch": epoch, "history": [asdict(h) for h in history],
-                                  "best_score": best_score, "best_epoch": best_epoch,
-                                  "num_processes": accelerator.num_processes},
-                                 _trainable_state(accelerator.unwrap_model(model)), raw_optimizer.state_dict(),
-                                 raw_scheduler.state_dict(), states, best=best_state)
-            accelerator.wait_for_everyone()
+            save(epoch)
         if on_epoch_end:
             on_epoch_end(entry)
     train_seconds = time.perf_counter() - start
@@ -409,7 +470,8 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             log(f"  restored epoch {best_epoch} ({cfg.metric} {best_score:.4f})")
     else:
         best_epoch = cfg.epochs
-    n_train = len(train_items) * (cfg.epochs - done)
+    n_train = len(train_items) * (cfg.epochs - done) - min(sampler_skip(resumed_step, cfg, accelerator),
+                                                           len(train_items))
     return TrainResult(history, best_epoch, best_score, train_seconds, trainable,
                        n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=done)
 

@@ -1,4 +1,7 @@
-"""LoRA through PEFT on the body's attention and FFN linear layers; embeddings and LM head stay frozen."""
+"""LoRA through PEFT on the body's attention and FFN linear layers; embeddings and LM head stay frozen.
+
+PEFT's dropout modules are swapped for BitsDropout (same distribution, a quarter of the random numbers; see
+headswap.nn.dropout): nn.Dropout's mask generation was the largest cost after the matmuls on CPU."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
+from headswap.nn.dropout import replace_dropouts
 from headswap.train.regimes import body_blocks
 
 
@@ -36,6 +40,7 @@ def apply_lora(model: nn.Module, settings: LoraSettings) -> list[str]:
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=targets, bias="none")
     inject_adapter_in_model(config, hf)
+    replace_dropouts(hf)
     for name, p in model.named_parameters():
         in_body = name.startswith("body.")
         p.requires_grad_(("lora_" in name) if in_body else True)
