@@ -111,3 +111,25 @@ def test_resume_refuses_output_from_another_input(model_dir, tmp_path):
     r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(other), "--out", str(out)),
                        capture_output=True, text=True)
     assert r.returncode == 2 and "pass --resume" in r.stderr
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_out_equal_to_the_input_is_refused_and_the_input_untouched(model_dir, tmp_path, resume):
+    data = tmp_path / "d.csv"
+    data.write_bytes(b"text,label\nwin cash now,x\nsee you at noon,x")      # no trailing newline
+    before = data.read_bytes()
+    r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(data), "--out", str(data),
+                            *(["--resume"] if resume else []), "-q"), capture_output=True, text=True)
+    assert r.returncode == 2 and "is the input file" in r.stderr and "Traceback" not in r.stderr
+    assert data.read_bytes() == before
+
+
+def test_resume_into_a_file_that_is_not_predictions_changes_nothing(model_dir, tmp_path):
+    data = _csv(tmp_path / "a.csv", 5)
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"text,label\nsomething else\nhalf a line")
+    before = other.read_bytes()
+    r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(data), "--out", str(other), "--resume",
+                            "-q"), capture_output=True, text=True)
+    assert r.returncode == 2 and "line 1 is not a headswap prediction" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and other.read_bytes() == before

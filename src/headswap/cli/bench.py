@@ -11,7 +11,7 @@ HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
                "OUT/results.json, results.md and charts.")
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-NOT_SETTINGS = ("strategy", "model")    # bench takes lists of these
+NOT_SETTINGS = ("strategy", "model", "checkpoint_every")    # lists in bench; bench keeps no checkpoints
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

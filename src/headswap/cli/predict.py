@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,31 +28,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.api import TextClassifier
-    from headswap.data.stream import completed_rows, iter_texts, predict_stream, stdin_texts
+    from headswap.data.stream import completed_rows, iter_texts, predict_stream, skip_done, stdin_texts
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
+    out_path = Path(args.out) if args.out else None
+    if out_path and args.data and out_path.exists() and Path(args.data).exists() \
+            and os.path.samefile(out_path, args.data):
+        raise HeadswapError(f"--out {args.out} is the input file --data {args.data}; write the predictions to "
+                            f"another file")
+    if out_path and out_path.exists() and not out_path.is_file():
+        raise HeadswapError(f"--out {args.out} is not a file")
+    skip, last, keep = 0, None, 0
+    if out_path and args.resume:
+        skip, last, keep = completed_rows(out_path)      # read only: checked before a byte is changed
+    elif out_path and out_path.exists() and out_path.stat().st_size:
+        raise HeadswapError(f"{out_path} exists; pass --resume to continue it, or remove it")
     if args.texts:
         rows = enumerate(args.texts, start=1)
     elif args.data:
         rows = iter_texts(args.data, text_column=args.text_column)
     else:
         rows = stdin_texts()
+    rows = skip_done(rows, skip, last)
     clf = TextClassifier.load(args.model_dir, progress=False)
-    skip, last = 0, None
-    if args.out:
-        out_path = Path(args.out)
-        if args.resume:
-            skip, last = completed_rows(out_path)
-            if skip:
-                print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)
-        elif out_path.exists() and out_path.stat().st_size:
-            raise HeadswapError(f"{out_path} exists; pass --resume to continue it, or remove it")
+    if out_path:
+        if skip:
+            print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)
+        if out_path.exists() and out_path.stat().st_size > keep:
+            with open(out_path, "r+b") as f:     # the half-written line a kill left
+                f.truncate(keep)
         out = open(out_path, "a", encoding="utf-8")
     else:
         out = sys.stdout
     try:
-        predict_stream(clf, rows, out, args.chunk_size, skip, last, progress=not args.quiet)
+        predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet)
     finally:
         if out is not sys.stdout:
             out.close()

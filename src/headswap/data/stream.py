@@ -81,25 +81,36 @@ def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-def completed_rows(out_path: Path) -> tuple[int, dict | None]:
-    """Complete lines already in `out_path` (cutting off a half-written last line) and the last record."""
+PREDICTION_KEYS = ("row", "text", "label", "probabilities")
+
+
+def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
+    """(complete rows, last record, bytes they take) of a predictions file, read only.
+
+    Every complete line must be one of predict's JSON records; the bytes after the last newline are a
+    half-written line (a kill mid-write) that the caller may cut off. Raises DataError, having changed
+    nothing, when the file is anything else (the input itself, another file named by mistake)."""
     if not out_path.exists():
-        return 0, None
+        return 0, None, 0
     data = out_path.read_bytes()
     keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with open(out_path, "r+b") as f:
-            f.truncate(keep)
     lines = data[:keep].splitlines()
-    return len(lines), (json.loads(lines[-1]) if lines else None)
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = None
+        if not isinstance(record, dict) or any(k not in record for k in PREDICTION_KEYS):
+            raise DataError(f"{out_path} line {number} is not a headswap prediction (a JSON object with "
+                            f"{', '.join(PREDICTION_KEYS)}); refusing to resume into it, nothing was changed")
+    if keep < len(data) and not data[keep:].startswith(b'{"row":'):
+        raise DataError(f"{out_path} ends in a line that is not a headswap prediction; refusing to resume into "
+                        f"it, nothing was changed")
+    return len(lines), (json.loads(lines[-1]) if lines else None), keep
 
 
-def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
-                   skip: int = 0, last_done: dict | None = None, progress: bool = True) -> int:
-    """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written."""
-    from tqdm.auto import tqdm
-
-    labels = list(clf.labels_)
+def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None):
+    """Advance `rows` past the `skip` rows already predicted, checking the last one is the same row."""
     rows = iter(rows)
     for i in range(skip):
         row = next(rows, None)
@@ -109,8 +120,19 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
         if i == skip - 1 and last_done is not None and (last_done.get("row"), last_done.get("text")) != row:
             raise DataError(f"the output's last row ({last_done.get('row')}) does not match input row {row[0]}; "
                             "it belongs to another input, refusing to resume")
+    return rows
+
+
+def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
+                   done: int = 0, progress: bool = True) -> int:
+    """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written.
+    `done`: rows predicted by an earlier run (already skipped in `rows`), for the progress bar."""
+    from tqdm.auto import tqdm
+
+    labels = list(clf.labels_)
+    rows = iter(rows)
     written = 0
-    bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=skip)
+    bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=done)
     while True:
         chunk = [r for _, r in zip(range(chunk_size), rows)]
         if not chunk:
