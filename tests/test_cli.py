@@ -25,13 +25,28 @@ def test_train_help_lists_every_strategy():
     (["train", "--data", "{bad}", "--out", "x"], "label"),
     (["eval", "--model-dir", "{tmp}", "--data", "{csv}"], "not a saved headswap model"),
     (["predict", "--model-dir", "{tmp}", "hello"], "not a saved headswap model"),
+    (["eval", "--model-dir", "{tmp}", "--data", "{only_val}"], "has no test.csv"),
+    (["eval", "--model-dir", "{tmp}", "--data", "{only_train}"], "has no test.csv"),
+    (["train", "--data", "{csv}", "--out", "x", "--model", "{broken_config}"], "cannot be read as JSON"),
+    (["train", "--data", "{csv}", "--out", "x", "--model", "{no_weights}"], "no weights"),
+    (["train", "--data", "{csv}", "--out", "x", "--checkpoint-every", "-2"], "--checkpoint-every: expected"),
+    (["train", "--data", "{csv}", "--out", "x", "--group-by-length", "yes"], "unrecognized arguments: yes"),
 ])
 def test_cli_errors_are_one_clear_line(tmp_path, args, message):
     csv = tmp_path / "d.csv"
     csv.write_text("text,label\n" + "".join(f"msg {i},{'a' if i % 2 else 'b'}\n" for i in range(10)))
     bad = tmp_path / "bad.csv"
     bad.write_text("text,labl\nhello,a\n")
-    args = [a.format(csv=csv, bad=bad, tmp=tmp_path) for a in args]
+    folders = {}
+    for name, files in {"only_val": ["validation.csv"], "only_train": ["train.csv"],
+                        "broken_config": ["config.json"], "no_weights": ["config.json"]}.items():
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        for f in files:
+            (folders[name] / f).write_text(csv.read_text())
+    (folders["broken_config"] / "model.safetensors").write_bytes(b"")
+    (folders["no_weights"] / "config.json").write_text('{"model_type": "bert"}')
+    args = [a.format(csv=csv, bad=bad, tmp=tmp_path, **folders) for a in args]
     r = run(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr

@@ -173,8 +173,18 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
                 f"folder {ref!r} has no config.json, so it is not a Hugging Face model folder.{hint} "
                 + _not_available_message(ref)
             )
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelNotAvailable(f"{config_path} cannot be read as JSON ({e}); the model folder is damaged") \
+                from None
+        if not isinstance(config, dict):
+            raise ModelNotAvailable(f"{config_path} is not a JSON object; the model folder is damaged")
+        weights = [f.name for f in p.iterdir() if f.suffix in (".safetensors", ".bin", ".pt", ".pth")
+                   or f.name.endswith(".safetensors.index.json") or f.name.endswith(".bin.index.json")]
+        if not weights:
+            raise ModelNotAvailable(f"folder {ref!r} has a config.json but no weights (model.safetensors or "
+                                    f"pytorch_model.bin); the model folder is incomplete")
         return ModelSpec(
             ref=ref, path=str(p.resolve()), gguf_file=None, kind=kind or detect_kind(config), builtin=False
         )

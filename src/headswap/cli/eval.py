@@ -9,6 +9,7 @@ from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import int_at_least
+from headswap.errors import DataError
 
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix PNG"
 
@@ -29,7 +30,15 @@ def run(args) -> int:
     from headswap.plots import plot_confusion
 
     files = data_files(args.data)
-    path = files.get("test") or files.get("train") if Path(args.data).is_dir() else files["train"]
+    if Path(args.data).is_dir():
+        # Only a test split is evaluated from a folder: train.csv scores are not a measure of quality and
+        # validation.csv picked the best epoch; pass either file by name to evaluate it anyway.
+        if "test" not in files:
+            raise DataError(f"{args.data} has no test.csv (it holds {', '.join(f.name for f in files.values())}); "
+                            f"pass the file to evaluate by name, e.g. --data {next(iter(files.values()))}")
+        path = files["test"]
+    else:
+        path = files["train"]
     data = subsample(load(path, args), args.limit, args.seed)
     clf = TextClassifier.load(args.model_dir, progress=not args.quiet)
     check_eval_labels(list(clf.labels_), data)
