@@ -498,3 +498,35 @@ def test_real_sms_spam_train():
     assert data.rows[0] == 2
     assert any(t != t.strip() for t in data.texts)  # surrounding spaces kept
     assert any("&lt;" in t for t in data.texts)  # HTML entities kept
+
+
+def test_a_validation_hold_out_that_would_swallow_the_data_is_refused_or_reported(caplog):
+    from headswap.data.load import from_lists
+    from headswap.data.sampling import stratified_split
+    from headswap.errors import DataError
+
+    many = from_lists([f"t{i}" for i in range(10000)], [f"c{i % 5000}" for i in range(10000)], "many.csv")
+    with pytest.raises(DataError, match=r"many.csv: holding out 10% .* takes 5000 of 10000 texts .*--eval-data"):
+        stratified_split(many, 0.1)
+    some = from_lists([f"t{i}" for i in range(60)], [f"c{i % 20}" for i in range(60)], "some.csv")
+    with caplog.at_level("WARNING"):
+        train, val = stratified_split(some, 0.1)
+    assert len(val) == 20 and "takes 20 of 60 texts (33%; 20 classes)" in caplog.text
+
+
+def test_a_csv_field_over_pythons_default_limit_loads_and_streams(tmp_path):
+    from headswap.data.stream import iter_texts
+
+    long_text = "word " * 60_000                                   # 300 KB, over csv's default 128 KiB
+    path = tmp_path / "long.csv"
+    path.write_text(f'text,label\n"{long_text}",a\nshort,b\n')
+    data = load_dataset(path)
+    assert data.texts[0] == long_text.strip() or data.texts[0] == long_text
+    assert [t[:4] for _, t in iter_texts(path)] == ["word", "shor"]
+
+
+def test_stdin_texts_drop_windows_line_ends():
+    import io
+
+    from headswap.data.stream import stdin_texts
+    assert [t for _, t in stdin_texts(io.StringIO("a b\r\nc\r\n"))] == ["a b", "c"]

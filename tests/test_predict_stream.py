@@ -133,3 +133,10 @@ def test_resume_into_a_file_that_is_not_predictions_changes_nothing(model_dir, t
                             "-q"), capture_output=True, text=True)
     assert r.returncode == 2 and "line 1 is not a headswap prediction" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and other.read_bytes() == before
+
+
+def test_a_header_only_file_is_an_error_not_silence(model_dir, tmp_path):
+    data = tmp_path / "empty.csv"
+    data.write_text("text,label\n")
+    r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(data), "-q"), capture_output=True, text=True)
+    assert r.returncode == 2 and "holds no texts to predict" in r.stderr and r.stdout == ""

@@ -62,8 +62,10 @@ def run(args) -> int:
     else:
         out = sys.stdout
     try:
-        predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet)
+        written = predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet)
     finally:
         if out is not sys.stdout:
             out.close()
+    if written == 0 and skip == 0:
+        raise HeadswapError(f"{args.data or 'standard input'} holds no texts to predict")
     return 0

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from headswap.cli.options import float_at_least, int_at_least
 from headswap.errors import HeadswapError
-from headswap.serve import DEFAULTS
+from headswap.serve import API_KEY_ENV, DEFAULTS
 
 HELP = "serve a saved classifier over HTTP (POST /predict, micro-batching)"
 DESCRIPTION = ("Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, GET /health, /labels, "
@@ -24,8 +25,13 @@ def _port(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train` (loaded once)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only; "
-                   "there is no authentication)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but "
+                   f"/health (default: the {API_KEY_ENV} environment variable; unset: no authentication)")
+    p.add_argument("--max-concurrent-per-client", type=int_at_least(0),
+                   default=DEFAULTS["max_concurrent_per_client"], metavar="N",
+                   help="requests one client address may have in flight; more get 429 (default %(default)s: "
+                   "no limit)")
     p.add_argument("--port", type=_port, default=8000, help="default 8000")
     p.add_argument("--max-batch-size", type=int_at_least(1), default=DEFAULTS["max_batch_size"],
                    help="most texts merged into one model call (default %(default)s)")
@@ -51,15 +57,19 @@ def run(args) -> int:
     except ImportError:
         raise HeadswapError("headswap serve needs uvicorn: pip install 'headswap[serve]'") from None
     from headswap.serve.app import create_app
+    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    if api_key is not None and not api_key.strip():
+        raise HeadswapError("--api-key is empty")
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
     app = create_app(args.model_dir, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
                      max_texts_per_request=args.max_texts, max_text_chars=args.max_text_chars,
-                     max_body_bytes=args.max_body_bytes, batching=not args.no_batching)
-    if args.host not in LOOPBACK:
-        print(f"warning: binding {args.host}: the API has no authentication and is reachable from other "
-              "machines", file=sys.stderr)
+                     max_body_bytes=args.max_body_bytes, batching=not args.no_batching, api_key=api_key,
+                     max_concurrent_per_client=args.max_concurrent_per_client)
+    if args.host not in LOOPBACK and not api_key:
+        print(f"warning: binding {args.host}: the API has no authentication (--api-key) and is reachable from "
+              "other machines", file=sys.stderr)
     mode = ("no batching" if args.no_batching else
             f"micro-batching up to {args.max_batch_size} texts / {args.max_wait_ms:g} ms")
     print(f"serving {app.state.classifier.strategy} model from {args.model_dir} on http://{args.host}:{args.port} "

@@ -118,6 +118,19 @@ def _resolve_format(source: str, format: str | None) -> str:
     )
 
 
+# Python's csv module refuses fields over 128 KiB by default; a long document is a legitimate text (it is
+# truncated to max_length tokens later, with a report), so the ceiling is raised to this many characters.
+CSV_FIELD_LIMIT = 64 * 1024 * 1024
+csv.field_size_limit(CSV_FIELD_LIMIT)
+
+
+def csv_error_hint(e: csv.Error) -> str:
+    if "field larger than field limit" in str(e):
+        return (f"a field is longer than {CSV_FIELD_LIMIT:,} characters, headswap's limit (an unmatched double "
+                f"quote can also run the rest of the file into one field)")
+    return f"{e} (an unmatched double quote? quote the whole field and double any quotes inside it)"
+
+
 def _read_table(source: str, text: str, delimiter: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """Parse CSV/TSV text into ``(header, [(start_line, fields), ...])``.
 
@@ -148,8 +161,7 @@ def _read_table(source: str, text: str, delimiter: str) -> tuple[list[str], list
             records.append((start, fields))
     except csv.Error as e:
         raise DataError(
-            f"{source}, line {prev_end + 1}: cannot parse the record starting here: {e} "
-            "(an unmatched double quote? quote the whole field and double any quotes inside it)"
+            f"{source}, line {prev_end + 1}: cannot parse the record starting here: {csv_error_hint(e)}"
         ) from None
     if header is None:
         raise DataError(f"{source}: file is empty")

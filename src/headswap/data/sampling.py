@@ -76,6 +76,16 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0) 
     ):
         test_idx = _per_class_split(data.labels, splittable, test_size, seed)
     test_set = set(test_idx)
+    share = len(test_set) / len(data)
+    if share > 2 * test_size:
+        # Keeping every class on both sides costs one held-out text per class: with many classes and few
+        # texts each, that is no longer the share asked for.
+        what = (f"{data.source}: holding out {test_size:.0%} for validation with every class on both sides "
+                f"takes {len(test_set)} of {len(data)} texts ({share:.0%}; {n_classes} classes)")
+        if share >= 0.5:
+            raise DataError(f"{what}; pass validation data (--eval-data) or --eval-fraction 0 to train "
+                            f"without validation")
+        logger.warning("%s", what)
     train_idx = [i for i in range(len(data)) if i not in test_set]
     return _subset(data, train_idx), _subset(data, sorted(test_set))
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from headswap.data.load import _check_text, _missing_column, _resolve_format
+from headswap.data.load import _check_text, _missing_column, _resolve_format, csv_error_hint
 from headswap.errors import DataError
 
 _BOM = b"\xef\xbb\xbf"
@@ -71,12 +71,12 @@ def iter_texts(path, text_column: str = "text", format: str | None = None) -> It
                 raise DataError(f"{source}, line {start}: expected {len(header)} fields, found {len(row)}")
             yield start, _check_text(row[col], f"{source}, line {start}", text_column)
     except csv.Error as e:
-        raise DataError(f"{source}, line {reader.line_num}: malformed CSV ({e})") from None
+        raise DataError(f"{source}, line {reader.line_num}: malformed CSV: {csv_error_hint(e)}") from None
 
 
 def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(stream, start=1):
-        line = line.rstrip("\n")
+        line = line.rstrip("\r\n")      # a Windows-made file piped in ends its lines with \r\n
         if line.strip():
             yield number, line
 

@@ -15,8 +15,15 @@ of its requests is retried alone, so one bad request cannot fail its neighbours.
 (``--no-batching``) runs one request per model call (still one at a time, for comparison).
 
 Errors are JSON ``{"error": "one line", "detail": ...}`` with a 4xx status for anything the client can fix
-(400 malformed JSON or non-UTF-8 body, 413 body too large, 415 not JSON, 422 wrong shape/types, empty list,
-too many texts, a text too long or blank) and 500 when the model itself fails; the server keeps serving.
+(400 malformed JSON, JSON nested deeper than ``max_json_depth``, a non-UTF-8 body or an invalid
+Content-Length, 401 a missing or wrong API key, 413 body too large, 415 not JSON, 422 wrong shape/types,
+empty list, too many texts, a text too long or blank, 429 too many requests in flight from one client) and
+500 when the model itself fails, without the exception's text (it goes to the log); the server keeps serving.
+
+Access: with ``api_key`` (``--api-key``, or the HEADSWAP_API_KEY environment variable) every endpoint but
+``/health`` wants ``Authorization: Bearer <key>``, compared in constant time. ``max_concurrent_per_client``
+caps the requests one client address has in flight (429 with Retry-After beyond it). ``/health`` names the
+model folder, not its path on the server's disk.
 
 fastapi, uvicorn and pydantic are optional dependencies (``pip install 'headswap[serve]'``): they are imported
 only when an app is built, so the rest of the CLI works without them.
@@ -208,12 +215,36 @@ class MicroBatcher:
 # Request guard: body size and UTF-8, before FastAPI parses anything
 
 
+def _json_depth_over(body: bytes, limit: int) -> bool:
+    """Whether JSON text nests arrays/objects deeper than `limit` (strings skipped); the parser would
+    otherwise recurse until Python's recursion limit and fail with a generic error."""
+    depth, in_string, escaped = 0, False, False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:      # backslash
+                escaped = True
+            elif byte == 0x22:      # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
 class BodyGuard:
     """Pure ASGI middleware: reject bodies over ``max_body_bytes`` (413, from Content-Length or while
-    streaming, without reading the rest) and bodies that are not UTF-8 (400); replay the body otherwise."""
+    streaming, without reading the rest), an invalid Content-Length, bodies that are not UTF-8 and JSON nested
+    deeper than ``max_json_depth`` (400); replay the body otherwise."""
 
-    def __init__(self, app, max_body_bytes: int):
-        self.app, self.max_body_bytes = app, max_body_bytes
+    def __init__(self, app, max_body_bytes: int, max_json_depth: int = 32):
+        self.app, self.max_body_bytes, self.max_json_depth = app, max_body_bytes, max_json_depth
 
     async def _reject(self, scope, receive, send, status: int, error: str, detail=None) -> None:
         from starlette.responses import JSONResponse
@@ -229,8 +260,11 @@ class BodyGuard:
             if name == b"content-length":
                 try:
                     declared = int(value)
+                    if declared < 0:
+                        raise ValueError
                 except ValueError:
-                    return await self._reject(scope, receive, send, 400, "invalid Content-Length header")
+                    return await self._reject(scope, receive, send, 400, "invalid Content-Length header",
+                                              {"content_length": value.decode("latin-1")[:40]})
                 if declared > limit:
                     return await self._reject(scope, receive, send, 413, too_large,
                                               {"limit_bytes": limit, "content_length": declared})
@@ -252,6 +286,9 @@ class BodyGuard:
         except UnicodeDecodeError as e:
             return await self._reject(scope, receive, send, 400, f"request body is not valid UTF-8 (byte {e.start})",
                                       {"position": e.start, "reason": e.reason})
+        if _json_depth_over(body, self.max_json_depth):
+            return await self._reject(scope, receive, send, 400, f"JSON nested deeper than {self.max_json_depth} "
+                                      f"levels", {"max_depth": self.max_json_depth})
         replayed = False
 
         async def replay():
@@ -262,6 +299,47 @@ class BodyGuard:
             return await receive()
 
         return await self.app(scope, replay, send)
+
+
+class AccessGuard:
+    """Pure ASGI middleware: the bearer token (401 without it) and the per-client cap on requests in flight
+    (429). /health stays open for liveness probes."""
+
+    OPEN = ("/health",)
+
+    def __init__(self, app, api_key: str | None, max_concurrent_per_client: int):
+        self.app, self.api_key, self.cap = app, api_key, max_concurrent_per_client
+        self.in_flight: dict[str, int] = {}
+
+    async def _reject(self, scope, receive, send, status: int, error: str, headers=None) -> None:
+        from starlette.responses import JSONResponse
+        await JSONResponse({"error": error, "detail": None}, status_code=status, headers=headers)(scope, receive, send)
+
+    def _authorized(self, scope) -> bool:
+        import hmac
+        given = dict(scope.get("headers", [])).get(b"authorization", b"")
+        want = b"Bearer " + self.api_key.encode("utf-8")
+        return hmac.compare_digest(given, want)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path") in self.OPEN:
+            return await self.app(scope, receive, send)
+        if self.api_key and not self._authorized(scope):
+            return await self._reject(scope, receive, send, 401, "missing or wrong API key: send the header "
+                                      "'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"})
+        if not self.cap:
+            return await self.app(scope, receive, send)
+        client = (scope.get("client") or ("unknown",))[0]
+        if self.in_flight.get(client, 0) >= self.cap:
+            return await self._reject(scope, receive, send, 429, f"too many requests in flight from this client "
+                                      f"(the limit is {self.cap}); retry when one has finished", {"Retry-After": "1"})
+        self.in_flight[client] = self.in_flight.get(client, 0) + 1
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            self.in_flight[client] -= 1
+            if not self.in_flight[client]:
+                del self.in_flight[client]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -361,7 +439,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                max_wait_ms: float = DEFAULTS["max_wait_ms"],
                max_texts_per_request: int = DEFAULTS["max_texts_per_request"],
                max_text_chars: int = DEFAULTS["max_text_chars"], max_body_bytes: int = DEFAULTS["max_body_bytes"],
-               batching: bool = True):
+               batching: bool = True, api_key: str | None = None,
+               max_concurrent_per_client: int = DEFAULTS["max_concurrent_per_client"],
+               max_json_depth: int = DEFAULTS["max_json_depth"]):
     """A FastAPI app serving one classifier: a fitted TextClassifier, or a directory written by ``save``
     (loaded here, once). ``app.state.classifier`` and ``app.state.batcher`` hold both; see the module doc.
     A classifier passed in has its progress bars switched off (no tqdm bar per request)."""
@@ -374,12 +454,15 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     for name, value in (("max_texts_per_request", max_texts_per_request), ("max_text_chars", max_text_chars),
-                        ("max_body_bytes", max_body_bytes)):
+                        ("max_body_bytes", max_body_bytes), ("max_json_depth", max_json_depth)):
         if int(value) < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
     clf, model_dir = _load_classifier(clf_or_model_dir)
     labels = [str(v) for v in clf.labels_]
     strategy, model_name = str(getattr(clf, "strategy", "")), str(getattr(clf, "model", ""))
+    # Folder names only: /health is unauthenticated, and absolute paths tell a client about the server's disk.
+    model_name = Path(model_name).name if os.sep in model_name else model_name
+    model_dir_name = Path(model_dir).resolve().name if model_dir else None
     batcher = MicroBatcher(clf.predict_proba, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
                            batching=batching)
 
@@ -419,7 +502,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         status: str
         model: str
         strategy: str
-        model_dir: str | None = None
+        model_dir: str | None = Field(default=None, description="the served model's folder name")
         labels: int = Field(description="number of classes")
         batching: bool
         max_batch_size: int
@@ -453,7 +536,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     app = FastAPI(title="headswap classifier", version=_version(), lifespan=lifespan,
                   description=f"{strategy} classifier on {model_name}; classes: {', '.join(labels)}.")
     app.state.classifier, app.state.batcher, app.state.labels = clf, batcher, labels
-    app.add_middleware(BodyGuard, max_body_bytes=int(max_body_bytes))
+    app.add_middleware(BodyGuard, max_body_bytes=int(max_body_bytes), max_json_depth=int(max_json_depth))
+    # Added last, so it runs first: an unauthorised or over-limit request is refused before its body is read.
+    app.add_middleware(AccessGuard, api_key=api_key or None, max_concurrent_per_client=int(max_concurrent_per_client))
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, exc: RequestValidationError):
@@ -483,8 +568,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse({"error": "internal server error", "detail": f"{type(exc).__name__}: {exc}"},
-                            status_code=500)
+        return JSONResponse({"error": "internal server error", "detail": None}, status_code=500)
 
     errors_doc = {400: {"model": ErrorResponse, "description": "malformed JSON or a body that is not UTF-8"},
                   413: {"model": ErrorResponse, "description": f"body over {max_body_bytes} bytes"},
@@ -502,19 +586,19 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         except DataError as e:
             return JSONResponse({"error": str(e), "detail": None}, status_code=422)
         except Exception as e:
+            # The exception's text stays in the server's log: it can hold paths and internals.
             log.error("prediction failed: %s: %s", type(e).__name__, e)
-            return JSONResponse({"error": "prediction failed", "detail": f"{type(e).__name__}: {e}"},
-                                status_code=500)
+            return JSONResponse({"error": "prediction failed", "detail": None}, status_code=500)
         if probs.shape[1] != len(labels):
-            return JSONResponse({"error": "prediction failed", "detail": f"the model returned {probs.shape[1]} "
-                                 f"probabilities per text for {len(labels)} labels"}, status_code=500)
+            log.error("the model returned %d probabilities per text for %d labels", probs.shape[1], len(labels))
+            return JSONResponse({"error": "prediction failed", "detail": None}, status_code=500)
         best = probs.argmax(axis=1)
         return {"predictions": [{"label": labels[k], "probabilities": dict(zip(labels, row))}
                                 for k, row in zip(best.tolist(), probs.tolist())]}
 
     @app.get("/health", response_model=HealthResponse, summary="Liveness and what is being served")
     async def health():
-        return {"status": "ok", "model": model_name, "strategy": strategy, "model_dir": model_dir,
+        return {"status": "ok", "model": model_name, "strategy": strategy, "model_dir": model_dir_name,
                 "labels": len(labels), "batching": batcher.batching, "max_batch_size": batcher.max_batch_size,
                 "max_wait_ms": batcher.max_wait_ms}
 
