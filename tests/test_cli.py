@@ -66,3 +66,19 @@ def test_zero_shot_train_saves_a_model_without_training(tmp_path):
             "--out", str(tmp_path / "m"), "-q")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "m" / "headswap_config.json").is_file()
+
+
+def test_quiet_train_with_resume_still_says_where_it_starts(tmp_path):
+    """-q hides progress and epoch lines, not the checkpoint/resume decision."""
+    import sys as _sys
+    _sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from tiny_models import make_tiny_encoder
+
+    model = make_tiny_encoder(tmp_path / "enc")
+    csv = tmp_path / "d.csv"
+    csv.write_text("text,label\n" + "".join(f"msg {i},{'a' if i % 2 else 'b'}\n" for i in range(24)))
+    r = run("train", "--data", str(csv), "--model", str(model), "--epochs", "1", "--out", str(tmp_path / "m"),
+            "--resume", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "no checkpoint in" in r.stderr and "training starts from scratch" in r.stderr
+    assert "epoch 1/1:" not in r.stderr

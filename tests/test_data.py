@@ -530,3 +530,10 @@ def test_stdin_texts_drop_windows_line_ends():
 
     from headswap.data.stream import stdin_texts
     assert [t for _, t in stdin_texts(io.StringIO("a b\r\nc\r\n"))] == ["a b", "c"]
+
+
+def test_a_tsv_named_csv_gets_a_hint(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("text\tlabel\nhello\ta\nbye\tb\n")
+    with pytest.raises(DataError, match="tab-separated file\\? name it .tsv"):
+        load_dataset(path)

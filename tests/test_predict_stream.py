@@ -140,3 +140,14 @@ def test_a_header_only_file_is_an_error_not_silence(model_dir, tmp_path):
     data.write_text("text,label\n")
     r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(data), "-q"), capture_output=True, text=True)
     assert r.returncode == 2 and "holds no texts to predict" in r.stderr and r.stdout == ""
+
+
+def test_truncation_is_reported_once_for_the_whole_stream(model_dir, tmp_path):
+    data = tmp_path / "long.csv"
+    data.write_text("text\n" + "".join(" ".join(["cash"] * 300) + f" {i}\n" for i in range(5)))
+    r = subprocess.run(_cli("--model-dir", str(model_dir), "--data", str(data), "--chunk-size", "2", "-q"),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if "truncated" in line]
+    assert notes == ["5 of 5 texts were longer than 128 tokens and were truncated (raise max_length to keep more)"]
+    assert len(r.stdout.splitlines()) == 5

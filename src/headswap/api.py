@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -158,7 +159,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             train_items, val_items, module, collate = self._on_features(train_items, y_train, val_items, y_val)
         result = fit(module, train_items, collate, cfg, eval_items=val_items, eval_labels=y_val,
                      label_names=labels, positive_label=self.positive_label,
-                     log=log.info if not self.progress else _tqdm_write)
+                     log=log.info if not self.progress else _tqdm_write,
+                     notify=_stderr_line if not self.progress else _tqdm_write)
         self.train_seconds_ = time.perf_counter() - t0
         self.history_ = [vars(h) for h in result.history]
         self.best_epoch_ = result.best_epoch
@@ -263,6 +265,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
         clf.evaluation_ = config.get("evaluation")
         return clf
+
+
+def _stderr_line(msg: str) -> None:
+    print(msg, file=sys.stderr)
 
 
 def _tqdm_write(msg: str) -> None:

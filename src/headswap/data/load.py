@@ -186,6 +186,8 @@ def _missing_column(source: str, name: str, header: Sequence[str], where: str = 
     near = [h for h in header if h.strip().lower() == name.strip().lower() and h != name]
     if near:
         msg += f" (did you mean {near[0]!r}? pass it as the column name, or fix the header)"
+    elif any("\t" in h for h in header):
+        msg += " (the header holds tab characters: a tab-separated file? name it .tsv, or pass format='tsv')"
     return DataError(msg)
 
 

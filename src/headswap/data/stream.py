@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Iterable, Iterator, TextIO
 
 from headswap.data.load import _check_text, _missing_column, _resolve_format, csv_error_hint
 from headswap.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -132,12 +135,23 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
     labels = list(clf.labels_)
     rows = iter(rows)
     written = 0
+    # One truncation note for the whole stream, not one per chunk.
+    encoder = getattr(clf, "encoder_", None)
+    truncated = 0
+    if encoder is not None:
+        encoder.quiet = True
     bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=done)
     while True:
         chunk = [r for _, r in zip(range(chunk_size), rows)]
         if not chunk:
             break
-        probs = clf.predict_proba([t for _, t in chunk])
+        try:
+            probs = clf.predict_proba([t for _, t in chunk])
+        except BaseException:
+            if encoder is not None:
+                encoder.quiet = False
+            raise
+        truncated += encoder.truncated if encoder is not None else 0
         for (number, text), p in zip(chunk, probs):
             out.write(json.dumps({"row": number, "text": text, "label": labels[int(p.argmax())],
                                   "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}},
@@ -146,4 +160,9 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
         written += len(chunk)
         bar.update(len(chunk))
     bar.close()
+    if encoder is not None:
+        encoder.quiet = False
+        if truncated:
+            logger.warning("%d of %d texts were longer than %d tokens and were truncated (raise max_length to keep "
+                           "more)", truncated, written, encoder.max_length)
     return written

@@ -52,6 +52,7 @@ class TextEncoder:
     include_prefix: bool = True          # prompt mode: False when the body runs the prefix itself (KV cache)
     pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
     truncated: int = field(default=0, init=False)
+    quiet: bool = field(default=False, init=False)   # report_truncation returns the note without logging it
 
     def __post_init__(self):
         self.pad_id = pad_id_of(self.tokenizer)
@@ -118,5 +119,6 @@ class TextEncoder:
             return None
         msg = (f"{self.truncated} of {n} {what} were longer than {self.max_length} tokens and were truncated "
                "(raise max_length to keep more)")
-        log.warning(msg)
+        if not self.quiet:
+            log.warning(msg)
         return msg

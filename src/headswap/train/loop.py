@@ -328,10 +328,13 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         eval_items: Sequence | None = None, eval_labels: Sequence[int] | None = None,
         label_names: list[str] | None = None, positive_label: str | None = "auto",
         log: Callable[[str], None] | None = print, accelerator: Accelerator | None = None,
-        on_epoch_end: Callable[[EpochLog], None] | None = None) -> TrainResult:
+        on_epoch_end: Callable[[EpochLog], None] | None = None,
+        notify: Callable[[str], None] | None = None) -> TrainResult:
     """Train `model` in place; with validation data, evaluate each epoch and (keep_best) restore the best.
 
     on_epoch_end(entry) runs on every process after each epoch, once its checkpoint (if any) is written.
+    log takes the epoch lines; notify (default: log) the checkpoint and resume messages, which a quiet run
+    still wants to see.
     """
     set_seed(cfg.seed)
     accelerator = accelerator or default_accelerator()
@@ -339,7 +342,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
 
     def say(msg: str) -> None:    # checkpoint and resume messages, main process only
         if main:
-            (log or logger.info)(msg)
+            (notify or log or logger.info)(msg)
 
     def warn(msg: str) -> None:   # through logging, so that a warning shows even when `log` is a quiet logger
         if main:
