@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.options import add_settings, int_at_least, settings_from
+from headswap.cli.options import add_settings, check_descriptions, check_models, check_output_dir, int_at_least
+from headswap.cli.options import settings_from
 
 HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
@@ -38,7 +39,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Run the benchmark; 0 when every row ran, 1 when some row failed."""
+    from pathlib import Path
+
+    from headswap.bench.plan import parse_strategies
     from headswap.bench.run import run_bench
+    from headswap.errors import DataError
+
+    parse_strategies(args.strategies)
+    check_output_dir("--out", args.out)
+    check_descriptions(args.descriptions)
+    missing = [name for name in ("train.csv", "test.csv") if not (Path(args.data) / name).is_file()]
+    if missing:
+        raise DataError(f"--data {args.data}: a bench data folder needs train.csv and test.csv; "
+                        f"{' and '.join(missing)} not found")
+    check_models("--model", args.models)
 
     results = run_bench(args.data, models=args.models, strategies=args.strategies, train_limit=args.train_limit,
                         test_limit=args.test_limit, out=args.out, zero_shot=not args.no_zero_shot,

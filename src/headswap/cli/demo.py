@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from headswap.cli.options import int_at_least, positive_float
+from headswap.cli.options import check_output_file, int_at_least, positive_float
 from headswap.settings import HEADS, POOLINGS
 
 HELP = "the head-swap capstone on the synthetic SMS fixture (CPU, ~1 minute)"
@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.teach.demo import run_demo, write_json
+
+    check_output_file("--json", args.json)
 
     summary = run_demo(pretrain_epochs=args.pretrain_epochs, epoch_scale=args.epoch_scale, pooling=args.pooling,
                        head=args.head, seed=args.seed, progress=not args.quiet)

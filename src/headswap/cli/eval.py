@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
-from headswap.cli.options import int_at_least
+from headswap.cli.options import check_output_dir, int_at_least
 from headswap.errors import DataError
 
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix PNG"
@@ -29,6 +29,7 @@ def run(args) -> int:
     from headswap.data.load import check_eval_labels
     from headswap.plots import plot_confusion
 
+    check_output_dir("--out", args.out)
     files = data_files(args.data)
     if Path(args.data).is_dir():
         # Only a test split is evaluated from a folder: train.csv scores are not a measure of quality and

@@ -4,6 +4,7 @@ from headswap.settings (one flag per setting, with its default, choices, bounds 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from headswap import settings
@@ -29,6 +30,8 @@ def float_at_least(minimum: float, strict: bool = False):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
         if not (value > minimum if strict else value >= minimum):
             raise argparse.ArgumentTypeError(f"expected a number {'>' if strict else '>='} {minimum:g}, got {value}")
         return value
@@ -102,5 +105,40 @@ def read_text_arg(value: str | None) -> str | None:
         try:
             return Path(value[1:]).read_text(encoding="utf-8")
         except OSError as e:
-            raise HeadswapError(f"cannot read {value[1:]}: {e.strerror}") from None
+            raise HeadswapError(f"{value}: cannot read {value[1:]}: {e.strerror}") from None
     return value
+
+
+# ---- checks a command runs before anything heavy (data, models, training) -------------------------------------
+
+
+def check_output_dir(flag: str, path: str | None) -> None:
+    """An output directory may exist, but not as a file."""
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
+
+
+def check_output_file(flag: str, path: str | None) -> None:
+    """An output file may exist, but not as a directory, and its folder must exist."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise HeadswapError(f"{flag} {path} is a directory; give a file name")
+    if not p.parent.is_dir():
+        raise HeadswapError(f"{flag} {path}: the folder {p.parent} does not exist")
+
+
+def check_models(flag: str, refs) -> None:
+    """Every model reference resolves offline (names, folders, .gguf files), without loading a weight."""
+    from headswap.models import resolve_model
+    for ref in refs:
+        try:
+            resolve_model(ref)
+        except HeadswapError as e:
+            raise HeadswapError(f"{flag} {ref}: {e}") from None
+
+
+def check_descriptions(value: str | None) -> None:
+    if value is not None and not Path(value).is_file():
+        raise HeadswapError(f"--descriptions {value}: no such file (give a .json, .csv or .tsv file)")

@@ -14,8 +14,15 @@ from headswap.errors import HeadswapError
 COMMANDS = ("demo", "train", "eval", "predict", "bench", "serve")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (naming the option) instead of the usage block plus a line."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="headswap", description="Turn a small pretrained transformer into a "
+    parser = OneLineParser(prog="headswap", description="Turn a small pretrained transformer into a "
                                      "text classifier, and measure which way of doing it wins.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (model loading, caches)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

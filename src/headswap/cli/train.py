@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
-from headswap.cli.options import add_settings, int_at_least, settings_from
+from headswap.cli.options import add_settings, check_descriptions, check_models, int_at_least, settings_from
 from headswap.errors import ConfigError, DataError
 
 HELP = "train a classifier on a labelled file and save it"
@@ -41,6 +41,8 @@ def run(args) -> int:
     clf = TextClassifier(**settings_from(args), progress=not args.quiet,
                          checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
     clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
+    check_descriptions(args.descriptions)
+    check_models("--model", [args.model])
     files = data_files(args.data)
     if "train" not in files:
         raise DataError(f"{args.data} has no train.csv")

@@ -1,0 +1,191 @@
+"""Every option of every command, given bad values: exit code 2 and one line on stderr that names the option
+(or the bad value), no traceback, and nothing trained, served or benchmarked.
+
+The cases are generated from the parsers themselves, so a new option is covered the day it is added: a
+numeric option gets non-numbers, NaN, infinity and a value past its bound (a setting's bound comes from
+headswap.settings; any other numeric option must have its out-of-range values in OUT_OF_RANGE), an option with
+choices gets an unknown choice, and a free-text option must appear in TEXT_CASES (or in NO_BAD_VALUE with the
+reason). test_every_option_is_covered fails for an option that is in none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+from tiny_models import make_tiny_encoder
+
+from headswap import TextClassifier, settings
+from headswap.cli.parser import build_parser, main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# Numeric options that are not settings: values past their bounds.
+OUT_OF_RANGE = {
+    "--train-limit": ["0", "-5"], "--test-limit": ["0"], "--limit": ["0"], "--chunk-size": ["0"],
+    "--port": ["70000", "-1"], "--max-batch-size": ["0"], "--max-wait-ms": ["-1"], "--max-texts": ["0"],
+    "--max-text-chars": ["0"], "--max-body-bytes": ["0"], "--threads": ["0"], "--max-concurrent-per-client": ["-1"],
+    "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
+}
+# Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
+TEXT_CASES = {
+    ("train", "--data"): ["nope.csv"], ("train", "--eval-data"): ["nope.csv"], ("train", "--test-data"): ["nope.csv"],
+    ("train", "--text-column"): ["nosuch"], ("train", "--label-column"): ["nosuch"], ("train", "--out"): ["{file}"],
+    ("train", "--model"): ["no-such-model"], ("train", "--prompt"): ["@missing-prompt.txt"],
+    ("train", "--descriptions"): ["missing-descriptions.csv"],
+    ("eval", "--model-dir"): ["nope"], ("eval", "--data"): ["nope.csv"], ("eval", "--text-column"): ["nosuch"],
+    ("eval", "--label-column"): ["nosuch"], ("eval", "--out"): ["{file}"],
+    ("predict", "--model-dir"): ["nope"], ("predict", "--data"): ["nope.csv"], ("predict", "--text-column"): ["nosuch"],
+    ("predict", "--out"): ["{dir}"],
+    ("bench", "--data"): ["nope"], ("bench", "--model"): ["no-such-model"], ("bench", "--strategies"): ["bogus"],
+    ("bench", "--out"): ["{file}"], ("bench", "--prompt"): ["@missing-prompt.txt"],
+    ("bench", "--descriptions"): ["missing-descriptions.csv"],
+    ("serve", "--model-dir"): ["nope"], ("serve", "--api-key"): [""],
+    ("demo", "--json"): ["{dir}"],
+}
+NO_BAD_VALUE = {
+    ("serve", "--host"): "any host name is the operating system's to resolve when the server binds",
+}
+
+
+class Started(Exception):
+    """Raised by the patched entry points: a bad value got as far as training, benchmarking or serving."""
+
+
+def _options():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command, p in sub.choices.items():
+        for action in p._actions:
+            if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._HelpAction):
+                yield command, action
+
+
+def _setting_bounds(flag: str) -> list[str]:
+    for f in settings.all_fields():
+        if settings.flag_of(f) == flag and settings.is_numeric(f):
+            m, whole = f.metadata, type(f.default) is int
+            out = []
+            if m.get("minimum") is not None:
+                out.append(str(int(m["minimum"]) - 1) if whole else str(m["minimum"] - 0.5))
+            if m.get("above") is not None:
+                out.append(str(m["above"]))
+            if m.get("below") is not None:
+                out.append(str(m["below"]))
+            if m.get("maximum") is not None:
+                out.append(str(m["maximum"] + 1))
+            return out
+    return None
+
+
+def _cases():
+    for command, action in _options():
+        flag = action.option_strings[-1]
+        if action.choices is not None:
+            values = ["bogus-choice"]
+        elif action.type is not None:
+            bounds = _setting_bounds(flag)
+            values = ["abc", "nan", "inf"] + (bounds if bounds is not None else OUT_OF_RANGE.get(flag, []))
+        else:
+            values = TEXT_CASES.get((command, flag), [])
+        for value in values:
+            yield pytest.param(command, flag, value, id=f"{command} {flag} {value!r}")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad-options")
+    enc = make_tiny_encoder(root / "enc")
+    data = root / "data"
+    data.mkdir()
+    rows = "text,label\n" + "".join(f"message {i} {'win cash' if i % 2 else 'see you'},{'ab'[i % 2]}\n"
+                                    for i in range(24))
+    for split in ("train", "validation", "test"):
+        (data / f"{split}.csv").write_text(rows)
+    model = TextClassifier(model=str(enc), epochs=1, progress=False).fit(["win cash", "see you"] * 6,
+                                                                         ["b", "a"] * 6).save(root / "model")
+    (root / "a-file").write_text("x")
+    (root / "a-dir").mkdir()
+    return {"enc": str(enc), "data": str(data), "model": str(model), "file": str(root / "a-file"),
+            "dir": str(root / "a-dir"), "out": str(root / "out")}
+
+
+def _base(command: str, w: dict) -> list[str]:
+    return {
+        "demo": ["demo", "-q"],
+        "train": ["train", "--data", w["data"], "--model", w["enc"], "--out", w["out"], "-q"],
+        "eval": ["eval", "--model-dir", w["model"], "--data", w["data"], "-q"],
+        "predict": ["predict", "--model-dir", w["model"], "--data", w["data"] + "/test.csv", "-q"],
+        "bench": ["bench", "--data", w["data"], "--model", w["enc"], "--strategies", "encoder-mlp", "--out", w["out"],
+                  "-q"],
+        "serve": ["serve", "--model-dir", w["model"]],
+    }[command]
+
+
+@pytest.fixture
+def guarded(monkeypatch):
+    import uvicorn
+
+    import headswap.bench.run
+    import headswap.teach.demo
+
+    def started(*a, **kw):
+        raise Started("a bad option value was accepted and the work started")
+
+    monkeypatch.setattr(TextClassifier, "fit", started)
+    monkeypatch.setattr(headswap.bench.run, "run_bench", started)
+    monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
+    monkeypatch.setattr(uvicorn, "run", started)
+
+
+def invoke(argv: list[str]) -> tuple[int, str]:
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    return rc, err.getvalue()
+
+
+@pytest.mark.parametrize("command, flag, value", list(_cases()))
+def test_a_bad_value_is_one_line_naming_the_option(world, guarded, command, flag, value):
+    value = value.format(**world)
+    rc, err = invoke(_base(command, world) + [flag, value])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    assert flag in lines[0] or (value and value in lines[0]), lines[0]
+
+
+def test_every_option_is_covered():
+    missing = []
+    for command, action in _options():
+        flag = action.option_strings[-1]
+        if action.choices is not None or (command, flag) in NO_BAD_VALUE:
+            continue
+        if action.type is not None:
+            if _setting_bounds(flag) is None and flag not in OUT_OF_RANGE:
+                missing.append(f"{command} {flag} (numeric: add its out-of-range values to OUT_OF_RANGE)")
+        elif (command, flag) not in TEXT_CASES:
+            missing.append(f"{command} {flag} (add bad values to TEXT_CASES or a reason to NO_BAD_VALUE)")
+    assert not missing, missing
+
+
+def test_the_base_command_lines_are_valid(world, guarded):
+    """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
+    far as the work (here: the patched entry point), or predict/eval must succeed."""
+    for command in ("train", "bench", "serve", "demo"):
+        with pytest.raises(Started):
+            invoke(_base(command, world))
+    for command in ("eval", "predict"):
+        rc, err = invoke(_base(command, world))
+        assert rc == 0, err
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
