@@ -162,6 +162,12 @@ def test_a_bad_value_is_one_line_naming_the_option(world, guarded, command, flag
     assert flag in lines[0] or (value and value in lines[0]), lines[0]
 
 
+def test_last_n_beyond_the_models_blocks_is_refused_before_loading_it(world, guarded):
+    rc, err = invoke(_base("train", world) + ["--regime", "partial", "--last-n", "3"])
+    assert rc == 2 and err.strip().endswith("has 2 blocks; the partial regime trains 1 to 2 of them"), err
+    assert err.startswith("headswap train: error: --last-n 3")
+
+
 def test_every_option_is_covered():
     missing = []
     for command, action in _options():

@@ -195,6 +195,27 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
     raise ModelNotAvailable(_not_available_message(ref))
 
 
+def block_count(ref_or_spec) -> int | None:
+    """Transformer blocks of a model, read from its config or GGUF header without loading weights (None when
+    the config does not say)."""
+    spec = _as_spec(ref_or_spec)
+    if spec.gguf_file:
+        import gguf
+        fields = gguf.GGUFReader(os.path.join(spec.path, spec.gguf_file)).fields
+        arch = fields.get("general.architecture")
+        name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else "llama"
+        count = fields.get(f"{name}.block_count")
+        return int(count.parts[count.data[0]][0]) if count is not None else None
+    try:
+        config = json.loads((Path(spec.path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        if isinstance(config.get(key), int):
+            return config[key]
+    return None
+
+
 def _as_spec(ref_or_spec: str | os.PathLike | ModelSpec, kind: str | None = None) -> ModelSpec:
     if isinstance(ref_or_spec, ModelSpec):
         _check_kind(kind)

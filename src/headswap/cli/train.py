@@ -43,6 +43,12 @@ def run(args) -> int:
     clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
     check_descriptions(args.descriptions)
     check_models("--model", [args.model])
+    if clf.regime_ == "partial":
+        from headswap.models import block_count
+        blocks = block_count(args.model)
+        if blocks is not None and args.last_n > blocks:
+            raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
+                              f"1 to {blocks} of them")
     files = data_files(args.data)
     if "train" not in files:
         raise DataError(f"{args.data} has no train.csv")
