@@ -38,7 +38,7 @@ def test_python_errors_name_the_setting(encoder, settings, message):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--regime", "partial", "--last-n", "99"], "last_n must be between 1 and 2"),
+    (["--regime", "partial", "--last-n", "99"], "has 2 blocks; the partial regime trains 1 to 2"),
     (["--strategy", "slm-logits"], "needs a causal language model"),
     (["--pooling", "bogus"], "--pooling: invalid choice: 'bogus'"),
     (["--head-lr", "-1"], "--head-lr: expected a number > 0, got -1"),
