@@ -22,7 +22,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
-from headswap.data.load import LabelledData, from_lists, load_descriptions
+from headswap.data.load import LabelledData, from_lists, load_class_weights, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics, metrics_from_logits
@@ -69,6 +69,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         resolved. Raises ConfigError naming the first bad one; loads nothing."""
         params = self.get_params()
         settings.check(params)
+        if not (params["class_weight"] is None or isinstance(params["class_weight"], (str, dict, Path))):
+            raise ConfigError(f"class_weight must be None, 'balanced', a dict {{label: weight}} or a file path, "
+                              f"got {type(params['class_weight']).__name__}")
         params["regime"] = self.regime_
         params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
         self.strategy_.check(params)
@@ -132,6 +135,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             unseen = sorted(set(val.labels) - set(labels))
             if unseen:
                 raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {labels}")
+        self.class_weight_ = load_class_weights(self.class_weight, labels, train.labels)
+        self.temperature_ = None
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build(labels, self.descriptions_)
@@ -150,6 +155,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
+                             "class_weight": [self.class_weight_[lab] for lab in labels] if self.class_weight_
+                             else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
         module, collate = self.module_, self.encoder_.collate
         t0 = time.perf_counter()
@@ -166,6 +173,28 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.best_epoch_ = result.best_epoch
         self.trainable_params_ = count_parameters(self.module_)
         self.module_.eval()
+        if self.temperature_scaling and val_items is not None:
+            logits = result.best_eval_logits
+            if logits is None:   # the kept epoch was scored before a resume
+                logits = predict_logits(module, val_items, collate, self.eval_batch_size)
+            self._set_temperature(logits, y_val)
+        return self
+
+    def _set_temperature(self, logits, y) -> None:
+        from headswap.calibration import fit_temperature
+        self.temperature_ = fit_temperature(logits, y)
+        log.info("calibration: temperature %.3f fitted on %d validation texts", self.temperature_, len(y))
+
+    def calibrate(self, X, y) -> "TextClassifier":
+        """Fit the softmax temperature that predict_proba uses on labelled texts (held out from training).
+        fit() does this on its validation data when temperature_scaling=True."""
+        self._check_fitted()
+        data = from_lists(list(X), [str(v) for v in y], "calibration data")
+        index = {lab: i for i, lab in enumerate(self.labels_)}
+        unseen = sorted(set(data.labels) - set(index))
+        if unseen:
+            raise HeadswapError(f"calibration labels never seen in training: {unseen}; known: {self.labels_}")
+        self._set_temperature(self.decision_function(data.texts), [index[v] for v in data.labels])
         return self
 
     def _on_features(self, train_items, y_train, val_items, y_val):
@@ -196,7 +225,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return logits.numpy()
 
     def predict_proba(self, X) -> np.ndarray:
-        return torch.softmax(torch.from_numpy(self.decision_function(X)), -1).numpy()
+        """(N, K) class probabilities: softmax of the logits divided by the fitted temperature, if any."""
+        logits = torch.from_numpy(self.decision_function(X))
+        return torch.softmax(logits / (getattr(self, "temperature_", None) or 1.0), -1).numpy()
 
     def predict(self, X) -> np.ndarray:
         logits = self.decision_function(X)   # checks fitted before classes_ is read
@@ -214,9 +245,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         logits = self.decision_function(data.texts)
         seconds = time.perf_counter() - t0
         index = {lab: i for i, lab in enumerate(labels)}
-        m = metrics_from_logits(torch.from_numpy(logits), [index[v] for v in data.labels], labels,
-                                self.positive_label)
+        from headswap import calibration
+        y = [index[v] for v in data.labels]
+        m = metrics_from_logits(torch.from_numpy(logits), y, labels, self.positive_label)
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=len(data) / seconds if seconds else 0.0)
+        m.extra["calibration"] = calibration.report(logits, y, getattr(self, "temperature_", None))
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 
@@ -232,12 +265,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.models import model_reference_for_config
 
         self._check_fitted()
-        config = {"params": self.get_params(), "labels": list(self.labels_),
+        params = self.get_params()
+        if getattr(self, "class_weight_", None) is not None:
+            params["class_weight"] = self.class_weight_    # the weights used, whatever file or rule gave them
+        config = {"params": params, "labels": list(self.labels_),
                   "label_values": self.classes_.tolist(), "descriptions": self.descriptions_,
                   "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
                   "prompt": vars(self.prompt_) if self.prompt_ else None,
                   "answer_token_ids": None, **self.saved_,
                   "lora": self.lora_.to_dict() if self.lora_ else None,
+                  "temperature": getattr(self, "temperature_", None),
                   "history": self.history_, "train_seconds": self.train_seconds_,
                   "evaluation": getattr(self, "evaluation_", None)}
         return model_dir.write(Path(path), config, self.module_, self.summary())
@@ -264,6 +301,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf._build(clf.labels_, clf.descriptions_, weights=weights)
         clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
         clf.evaluation_ = config.get("evaluation")
+        clf.temperature_ = config.get("temperature")
+        clf.class_weight_ = params.get("class_weight") if isinstance(params.get("class_weight"), dict) else None
         return clf
 
 

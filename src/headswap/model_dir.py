@@ -54,6 +54,9 @@ def read_config(path: Path) -> dict:
         version = config.get("format_version") if isinstance(config, dict) else None
         raise HeadswapError(f"{path} was saved by an incompatible headswap version "
                             f"(format {version!r}, this version reads {FORMAT_VERSION})")
+    t = config.get("temperature")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+        raise HeadswapError(f"{cfg_file} is corrupt: temperature must be a number > 0 or null, got {t!r}")
     return config
 
 

@@ -172,3 +172,26 @@ def plot_quality_vs_speed(rows: Sequence[dict], path) -> Path:
     ax_speed.tick_params(axis="y", labelleft=False)
     fig.suptitle("macro F1 against inference speed (sorted by macro F1)", y=1.04)
     return _save(fig, path)
+
+
+def plot_reliability(calibration: dict, path, title: str | None = None) -> Path:
+    """Reliability diagram from headswap.calibration.report(): accuracy against confidence per bin, before
+    and (when a temperature was fitted) after temperature scaling, with the diagonal of perfect calibration."""
+    fig = _figure(5.2, 4.8)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1], [0, 1], color=BASELINE_COLOR, linestyle="--", linewidth=1, label="perfectly calibrated")
+    series = [("before", "reliability_before", "#d62728", "softmax")]
+    if calibration.get("temperature") is not None:
+        series.append(("after", "reliability_after", ROW_COLOR, f"temperature {calibration['temperature']:.2f}"))
+    for key, bins_key, color, name in series:
+        bins = [b for b in calibration[bins_key] if b["count"]]
+        m = calibration[key]
+        ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", color=color,
+                label=f"{name}: ECE {m['ece']:.3f}, Brier {m['brier']:.3f}")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"confidence of the predicted class ({calibration.get('bins', 15)} bins)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title or "reliability")
+    ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)

@@ -79,6 +79,11 @@ class TrainSettings:
                           "of the positive class, two-class data only)", choices=METRICS)
     eval_fraction: float = setting(0.1, "share of the training data held out for validation when none is given",
                                    minimum=0, below=1)
+    class_weight: Any = setting(None, "weight of each class in the loss: balanced (scikit-learn's: n / (classes x "
+                                "count)) or a .json/.csv/.tsv file of label,weight; in Python also a dict "
+                                "{label: weight}. Unlisted classes weigh 1 (default: all 1)", metavar="balanced|FILE")
+    temperature_scaling: bool = setting(True, "calibrate: fit a softmax temperature on the validation data after "
+                                        "training; predict_proba uses it (predicted classes do not change)")
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
     group_by_length: bool = setting(False, "shuffle into batches of texts of similar length (a new random order "
                                     "each epoch): less padding, faster training")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.options import add_settings, check_descriptions, check_models, check_output_dir, int_at_least
-from headswap.cli.options import settings_from
+from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, check_output_dir
+from headswap.cli.options import int_at_least, settings_from
 
 HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
@@ -48,6 +48,7 @@ def run(args) -> int:
     parse_strategies(args.strategies)
     check_output_dir("--out", args.out)
     check_descriptions(args.descriptions)
+    check_class_weight(args.class_weight)
     missing = [name for name in ("train.csv", "test.csv") if not (Path(args.data) / name).is_file()]
     if missing:
         raise DataError(f"--data {args.data}: a bench data folder needs train.csv and test.csv; "

@@ -11,14 +11,14 @@ from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import check_output_dir, int_at_least
 from headswap.errors import DataError
 
-HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix PNG"
+HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and reliability PNGs"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
     p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
     add_columns(p)
-    p.add_argument("--out", help="where to write metrics.json and confusion_matrix.png (default: MODEL_DIR/eval)")
+    p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png and reliability_diagram.png (default: MODEL_DIR/eval)")
     p.add_argument("--limit", type=int_at_least(1), help="evaluate a stratified sample of this many texts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true")
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels
-    from headswap.plots import plot_confusion
+    from headswap.plots import plot_confusion, plot_reliability
 
     check_output_dir("--out", args.out)
     files = data_files(args.data)
@@ -49,7 +49,22 @@ def run(args) -> int:
     (out / "metrics.json").write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
     plot_confusion(m.confusion, m.labels, out / "confusion_matrix.png",
                    title=f"{clf.strategy} on {clf.model}: {path.name}")
+    cal = m.extra["calibration"]
+    plot_reliability(cal, out / "reliability_diagram.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
     print(m.report())
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
-    print(f"wrote {out / 'metrics.json'} and {out / 'confusion_matrix.png'}", file=sys.stderr)
+    print(calibration_line(cal))
+    print(f"wrote {out / 'metrics.json'}, {out / 'confusion_matrix.png'} and {out / 'reliability_diagram.png'}",
+          file=sys.stderr)
     return 0
+
+
+def calibration_line(cal: dict) -> str:
+    b = cal["before"]
+    line = f"calibration ({cal['bins']}-bin ECE, Brier): softmax {b['ece']:.4f}, {b['brier']:.4f}"
+    if cal.get("temperature") is not None:
+        a = cal["after"]
+        line += f"; temperature {cal['temperature']:.3f} {a['ece']:.4f}, {a['brier']:.4f}"
+    else:
+        line += " (no temperature fitted)"
+    return line

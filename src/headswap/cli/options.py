@@ -142,3 +142,9 @@ def check_models(flag: str, refs) -> None:
 def check_descriptions(value: str | None) -> None:
     if value is not None and not Path(value).is_file():
         raise HeadswapError(f"--descriptions {value}: no such file (give a .json, .csv or .tsv file)")
+
+
+def check_class_weight(value: str | None) -> None:
+    if value is not None and value != "balanced" and not Path(value).is_file():
+        raise HeadswapError(f"--class-weight {value}: neither 'balanced' nor a file (give balanced, or a .json, .csv "
+                            f"or .tsv file of label,weight)")

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
-from headswap.cli.options import add_settings, check_descriptions, check_models, int_at_least, settings_from
+from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, int_at_least
+from headswap.cli.options import settings_from
 from headswap.errors import ConfigError, DataError
 
 HELP = "train a classifier on a labelled file and save it"
@@ -42,6 +43,7 @@ def run(args) -> int:
                          checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
     clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
     check_descriptions(args.descriptions)
+    check_class_weight(args.class_weight)
     check_models("--model", [args.model])
     if clf.regime_ == "partial":
         from headswap.models import block_count
@@ -81,6 +83,8 @@ def run(args) -> int:
         clf.evaluation_ = {**m.to_dict(), "source": str(test_path)}
         print(f"\ntest set {test_path} ({len(test)} texts):\n{m.report()}")
         print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
+        from headswap.cli.eval import calibration_line
+        print(calibration_line(m.extra["calibration"]))
     print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
     PartialState().wait_for_everyone()
     return 0

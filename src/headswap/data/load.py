@@ -27,6 +27,7 @@ __all__ = [
     "check_training_data",
     "check_eval_labels",
     "load_descriptions",
+    "load_class_weights",
     "from_lists",
 ]
 
@@ -452,4 +453,84 @@ def _read_table_descriptions(source: str, delimiter: str) -> dict[str, tuple[str
         if label in given:
             raise DataError(f"{where}: second description for label {label!r} (first at {given[label][1]})")
         given[label] = (_check_description(fields[di], f"{where}, column 'description'"), where)
+    return given
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Class weights
+
+
+def load_class_weights(spec, labels: Sequence[str], train_labels: Sequence[str]) -> dict[str, float] | None:
+    """``{label: weight}`` for every label in ``labels`` (in that order), or None when ``spec`` is None.
+
+    ``spec`` follows scikit-learn's ``class_weight``: "balanced" (n_samples / (n_classes * count), computed from
+    ``train_labels``), a dict, a JSON file holding ``{label: weight}``, or a CSV/TSV file with columns
+    ``label,weight``. A label left out weighs 1; a weight for a label not in the data, or one that is not a
+    finite number > 0, is a DataError naming where it came from.
+    """
+    wanted = list(dict.fromkeys(labels))
+    if spec is None:
+        return None
+    if isinstance(spec, str) and spec == "balanced":
+        import numpy as np
+        from sklearn.utils.class_weight import compute_class_weight
+        missing = sorted(set(wanted) - set(train_labels))
+        if missing:
+            raise DataError(f"class_weight 'balanced': no training text has label(s) {missing}")
+        weights = compute_class_weight("balanced", classes=np.array(wanted, dtype=object),
+                                       y=np.array(list(train_labels), dtype=object))
+        return {label: float(w) for label, w in zip(wanted, weights)}
+    given: dict[str, tuple[float, str]] = {}   # label -> (weight, where it came from)
+    if isinstance(spec, Mapping):
+        for key, value in spec.items():
+            where = f"class_weight[{key!r}]"
+            given[_check_label(key, where, "label")] = (_check_weight(value, where), where)
+    elif isinstance(spec, (str, os.PathLike)):
+        source = os.fspath(spec)
+        suffix = Path(source).suffix.lower()
+        if suffix == ".json":
+            source, text = _read_text(source)
+            obj = _json_object(text, source, "{label: weight}", line_of_error=True)
+            given = {_check_label(k, f"{source}, key {k!r}", "label"): (_check_weight(v, f"{source}, label {k!r}"),
+                                                                        source) for k, v in obj.items()}
+        elif suffix in (".csv", ".tsv", ".tab"):
+            given = _read_table_weights(source, _DELIMITERS[_SUFFIX_FORMATS[suffix]])
+        else:
+            raise DataError(f"class_weight {source!r}: give 'balanced', a dict, or a .json, .csv or .tsv file of "
+                            f"label,weight")
+    else:
+        raise DataError(f"class_weight must be None, 'balanced', a dict or a file path, got {type(spec).__name__}")
+    for label, (_, where) in given.items():
+        if label not in wanted:
+            raise DataError(f"{where}: weight for label {label!r}, which is not in the data; "
+                            f"the labels are: {', '.join(wanted)}")
+    return {label: given[label][0] if label in given else 1.0 for label in wanted}
+
+
+def _check_weight(value: object, where: str) -> float:
+    import math
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise DataError(f"{where}: weight {value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise DataError(f"{where}: weight must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _read_table_weights(source: str, delimiter: str) -> dict[str, tuple[float, str]]:
+    source, text = _read_text(source)
+    header, records = _read_table(source, text, delimiter)
+    li, wi = _column_index(source, header, "label"), _column_index(source, header, "weight")
+    for index, name in ((li, "label"), (wi, "weight")):
+        if index is None:
+            raise _missing_column(source, name, header)
+    given: dict[str, tuple[float, str]] = {}
+    for line, fields in records:
+        where = f"{source}, line {line}"
+        label = _check_label(fields[li], where, "label")
+        if label in given:
+            raise DataError(f"{where}: second weight for label {label!r} (first at {given[label][1]})")
+        given[label] = (_check_weight(fields[wi], f"{where}, column 'weight'"), where)
     return given

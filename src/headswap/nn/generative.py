@@ -45,14 +45,22 @@ class GenerateParseClassifier(ClassifierModule):
     def _rows(self, input_ids, attention_mask) -> list[list[int]]:
         return [ids[m.bool()].tolist() for ids, m in zip(input_ids, attention_mask)]
 
-    def _lm_loss(self, rows, labels):
+    def _lm_loss(self, rows, labels, class_weight=None):
         seqs = [r + self.answer_ids[int(y)] for r, y in zip(rows, labels)]
         ids, mask = pad(seqs, self.pad_id)
         target = torch.full_like(ids, -100)    # the loss covers the answer tokens only
         for i, (r, s) in enumerate(zip(rows, seqs)):
             target[i, len(r): len(s)] = torch.tensor(s[len(r):])
         dev = next(self.body.parameters()).device
-        return self.body(input_ids=ids.to(dev), attention_mask=mask.to(dev), labels=target.to(dev)).loss
+        ids, mask, target = ids.to(dev), mask.to(dev), target.to(dev)
+        if class_weight is None:
+            return self.body(input_ids=ids, attention_mask=mask, labels=target).loss
+        # Each answer token weighs its text's class weight; all weights 1 gives the model's own mean loss.
+        logits = self.body(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        target = target[:, 1:]
+        per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+        w = class_weight.to(dev)[labels.to(dev)].unsqueeze(1) * (target != -100)
+        return (per_token * w).sum() / w.sum()
 
     @torch.no_grad()
     def generate_text(self, rows: list[list[int]]) -> list[str]:
@@ -63,10 +71,10 @@ class GenerateParseClassifier(ClassifierModule):
                                  max_new_tokens=self.max_new_tokens, pad_token_id=self.pad_id)
         return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
-    def forward(self, input_ids, attention_mask, labels=None):
+    def forward(self, input_ids, attention_mask, labels=None, class_weight=None):
         rows = self._rows(input_ids, attention_mask)
         if labels is not None:
-            return self._lm_loss(rows, labels)
+            return self._lm_loss(rows, labels, class_weight)
         outputs = self.generate_text(rows)
         self.last_outputs = outputs
         logits = torch.full((len(rows), len(self.answers)), -1e4)

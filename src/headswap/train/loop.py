@@ -57,6 +57,11 @@ class TrainConfig(RunSettings, TrainSettings):
         if self.body_lr is None:
             self.body_lr = default_body_lr("full")
         check_settings(vars(self))
+        w = self.class_weight
+        if w is not None and (isinstance(w, (str, dict)) or not all(
+                isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in w)):
+            raise ConfigError(f"the training loop takes class_weight as one number > 0 per class, in class order "
+                              f"(headswap.data.load_class_weights resolves 'balanced' and dicts), got {w!r}")
         if self.epochs < 1:
             raise ConfigError(f"the training loop needs epochs >= 1, got {self.epochs}")
 
@@ -80,9 +85,10 @@ class TrainResult:
     trainable_params: int
     texts_per_second: float
     resumed_epoch: int = 0    # epochs restored from a checkpoint instead of trained in this call
+    best_eval_logits: torch.Tensor | None = None   # validation logits of the kept epoch, when this call computed them
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "best_eval_logits"}
 
 
 def _param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
@@ -154,8 +160,8 @@ def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch
 
 # Settings that change what training computes: a checkpoint written under other values cannot continue.
 RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
-               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length")
-_ADDED_LATER = {"group_by_length": False}   # what a checkpoint written before the key existed trained with
+               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight")
+_ADDED_LATER = {"group_by_length": False, "class_weight": None}   # what a checkpoint written before the key existed trained with
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -360,6 +366,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                               num_warmup_steps=math.ceil(cfg.warmup_ratio * total_steps),
                               num_training_steps=total_steps)
     history, best_state, best_score, best_epoch, done, rng_states = [], None, None, cfg.epochs, 0, None
+    best_logits = None
     resumed_step, partial = 0, None     # a checkpoint written inside epoch done+1: its steps and loss so far
     meta = _run_meta(model, cfg, train_items, eval_items) if cfg.checkpoint_dir and main else {}
     if cfg.checkpoint_dir and cfg.resume:
@@ -384,7 +391,12 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         say(f"{cfg.checkpoint_dir} holds a checkpoint from an earlier run; resume is off, so training starts "
             f"from scratch and replaces it after the first epoch")
     own_loss = getattr(model, "computes_own_loss", False)
+    weight = torch.tensor(cfg.class_weight, dtype=torch.float32) if cfg.class_weight is not None else None
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    weight = weight.to(accelerator.device) if weight is not None else None
+    # The loss with class weights is scikit-learn's and torch's: each text counts w[its class], and the batch
+    # loss is divided by the sum of its weights (all weights 1: the plain mean).
+    own_kw = {"class_weight": weight} if weight is not None else {}
     raw_optimizer, raw_scheduler = optimizer.optimizer, scheduler.scheduler
     steps_per_epoch = len(loader)
 
@@ -431,7 +443,8 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             labels = batch.pop("labels")
             # A strategy that trains on something other than its class logits (generate-parse's LM
             # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
-            loss = model(**batch, labels=labels) if own_loss else F.cross_entropy(model(**batch), labels)
+            loss = (model(**batch, labels=labels, **own_kw) if own_loss
+                    else F.cross_entropy(model(**batch), labels, weight=weight))
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             if cfg.max_grad_norm:
@@ -454,7 +467,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             m = metrics_from_logits(logits, eval_labels, label_names, positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
             if best_score is None or entry.score > best_score:
-                best_score, best_epoch = entry.score, epoch
+                best_score, best_epoch, best_logits = entry.score, epoch, logits
                 if cfg.keep_best:
                     best_state = _trainable_state(accelerator.unwrap_model(model))
         history.append(entry)
@@ -473,10 +486,13 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             log(f"  restored epoch {best_epoch} ({cfg.metric} {best_score:.4f})")
     else:
         best_epoch = cfg.epochs
+    if not (cfg.keep_best or best_epoch == cfg.epochs):
+        best_logits = None     # the weights left are the last epoch's, not those the logits came from
     n_train = len(train_items) * (cfg.epochs - done) - min(sampler_skip(resumed_step, cfg, accelerator),
                                                            len(train_items))
     return TrainResult(history, best_epoch, best_score, train_seconds, trainable,
-                       n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=done)
+                       n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=done,
+                       best_eval_logits=best_logits)
 
 
 def evaluate(model: nn.Module, items: Sequence, collate: Callable, labels: Sequence[int],
