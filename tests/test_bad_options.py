@@ -19,6 +19,7 @@ import pytest
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier, settings
+from headswap.cli import options
 from headswap.cli.parser import build_parser, main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -36,6 +37,7 @@ TEXT_CASES = {
     ("train", "--text-column"): ["nosuch"], ("train", "--label-column"): ["nosuch"], ("train", "--out"): ["{file}"],
     ("train", "--model"): ["no-such-model"], ("train", "--prompt"): ["@missing-prompt.txt"],
     ("train", "--descriptions"): ["missing-descriptions.csv"], ("train", "--class-weight"): ["balance", "w.csv"],
+    ("train", "--label-separator"): [""],
     ("eval", "--model-dir"): ["nope"], ("eval", "--data"): ["nope.csv"], ("eval", "--text-column"): ["nosuch"],
     ("eval", "--label-column"): ["nosuch"], ("eval", "--out"): ["{file}"],
     ("predict", "--model-dir"): ["nope"], ("predict", "--data"): ["nope.csv"], ("predict", "--text-column"): ["nosuch"],
@@ -64,6 +66,11 @@ def _options():
                 yield command, action
 
 
+def _numeric(action) -> bool:
+    """Options with a parsing type are numeric, except the non-empty text ones."""
+    return action.type is not None and action.type is not options._nonempty
+
+
 def _setting_bounds(flag: str) -> list[str]:
     for f in settings.all_fields():
         if settings.flag_of(f) == flag and settings.is_numeric(f):
@@ -86,7 +93,7 @@ def _cases():
         flag = action.option_strings[-1]
         if action.choices is not None:
             values = ["bogus-choice"]
-        elif action.type is not None:
+        elif _numeric(action):
             bounds = _setting_bounds(flag)
             values = ["abc", "nan", "inf"] + (bounds if bounds is not None else OUT_OF_RANGE.get(flag, []))
         else:
@@ -174,7 +181,7 @@ def test_every_option_is_covered():
         flag = action.option_strings[-1]
         if action.choices is not None or (command, flag) in NO_BAD_VALUE:
             continue
-        if action.type is not None:
+        if _numeric(action):
             if _setting_bounds(flag) is None and flag not in OUT_OF_RANGE:
                 missing.append(f"{command} {flag} (numeric: add its out-of-range values to OUT_OF_RANGE)")
         elif (command, flag) not in TEXT_CASES:

@@ -123,7 +123,7 @@ def test_the_temperature_is_saved_reloaded_and_a_corrupt_one_is_refused(fitted, 
         cfg = json.loads(cfg_file.read_text())
         cfg["temperature"] = bad
         cfg_file.write_text(json.dumps(cfg))
-        with pytest.raises(HeadswapError, match="temperature must be a number > 0 or null"):
+        with pytest.raises(HeadswapError, match="temperature must be a number > 0"):
             TextClassifier.load(tmp_path / "m", progress=False)
 
 

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
 from headswap.data.load import LabelledData, from_lists, load_class_weights, load_descriptions
+from headswap.data.multilabel import binarize, check_no_empty_sets, label_sets, to_sets, tune_thresholds
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics, metrics_from_logits
@@ -72,6 +73,15 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if not (params["class_weight"] is None or isinstance(params["class_weight"], (str, dict, Path))):
             raise ConfigError(f"class_weight must be None, 'balanced', a dict {{label: weight}} or a file path, "
                               f"got {type(params['class_weight']).__name__}")
+        if params["multi_label"]:
+            if params["class_weight"] is not None:
+                raise ConfigError("class_weight is for single-label data; multi-label training does not take it yet")
+            if params["metric"] in settings.BINARY_METRICS:
+                raise ConfigError(f"metric {params['metric']!r} scores the positive class of two-class data; for "
+                                  f"multi-label data use macro_f1, micro_f1, samples_f1, weighted_f1 or accuracy")
+        elif params["metric"] in settings.MULTI_LABEL_ONLY_METRICS:
+            raise ConfigError(f"metric {params['metric']!r} is for multi-label data (multi_label=True); use "
+                              f"macro_f1, weighted_f1 or accuracy")
         params["regime"] = self.regime_
         params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
         self.strategy_.check(params)
@@ -113,45 +123,41 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
         params = self.resolved_params()
-        y_list = None if isinstance(X, LabelledData) else list(y)
-        train = X if y_list is None else from_lists(list(X), [str(v) for v in y_list], "training data")
-        # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's
-        # integer labels as integers, so that predict() output compares equal to y (sklearn's score).
-        numeric = bool(y_list) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y_list)
-        labels = sorted(set(train.labels), key=int if numeric else None)
+        train, labels = self._training_data(X, y)
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
         self.labels_ = labels
-        self.classes_ = np.array([int(s) for s in labels]) if numeric else np.array(labels, dtype=object)
         self.descriptions_ = load_descriptions(descriptions if descriptions is not None else self.descriptions,
                                                labels)
         if eval_texts is not None:
-            val = from_lists(list(eval_texts), [str(v) for v in eval_labels], "evaluation data")
+            val = self._labelled(eval_texts, eval_labels, "evaluation data")
         elif self.eval_fraction and self.epochs > 0 and len(train) >= 20:
-            train, val = stratified_split(train, self.eval_fraction, self.seed)
+            # Multi-label rows are stratified by their first label: label-set combinations are mostly unique.
+            by = [row[0] for row in train.labels] if self.multi_label else None
+            train, val = stratified_split(train, self.eval_fraction, self.seed, by=by)
         else:
             val = None
         if val is not None:
-            unseen = sorted(set(val.labels) - set(labels))
-            if unseen:
-                raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {labels}")
-        self.class_weight_ = load_class_weights(self.class_weight, labels, train.labels)
-        self.temperature_ = None
+            self._check_known(val.labels, "evaluation")
+        self.class_weight_ = None if self.multi_label else load_class_weights(self.class_weight, labels,
+                                                                               train.labels)
+        self.temperature_, self.thresholds_ = None, None
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build(labels, self.descriptions_)
         self.build_seconds_ = time.perf_counter() - t0
         self.history_, self.train_seconds_, self.notes_ = [], 0.0, []
+        y_val = self._targets(val.labels) if val is not None else None
         if self.epochs == 0:
             self.trainable_params_ = 0
+            if val is not None:     # nothing trains, but given validation data still calibrates
+                self._after_training(self.decision_function(val.texts), y_val)
             return self
-        index = {lab: i for i, lab in enumerate(labels)}
-        y_train = [index[v] for v in train.labels]
+        y_train = self._targets(train.labels)
         train_items = self.encoder_.encode(train.texts, y_train)
         note = self.encoder_.report_truncation(len(train), "training texts")
         if note:
             self.notes_.append(note)
-        y_val = [index[v] for v in val.labels] if val is not None else None
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
@@ -173,29 +179,94 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.best_epoch_ = result.best_epoch
         self.trainable_params_ = count_parameters(self.module_)
         self.module_.eval()
-        if self.temperature_scaling and val_items is not None:
+        if val_items is not None:
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            self._set_temperature(logits, y_val)
+            self._after_training(logits, y_val)
         return self
 
-    def _set_temperature(self, logits, y) -> None:
-        from headswap.calibration import fit_temperature
-        self.temperature_ = fit_temperature(logits, y)
-        log.info("calibration: temperature %.3f fitted on %d validation texts", self.temperature_, len(y))
+    # ---- labels in, targets out --------------------------------------------------------------------
+    def _labelled(self, X, y, source: str) -> LabelledData:
+        """Texts and labels checked; for multi-label, each label a tuple of names."""
+        if not self.multi_label:
+            return from_lists(list(X), [str(v) for v in y], source)
+        data = from_lists(list(X), None, source)
+        data.labels = label_sets(list(y), self.label_separator, lambda i: f"{source}, index {i}")
+        check_no_empty_sets(data.labels, lambda i: f"{source}, index {i}")
+        return data
+
+    def _training_data(self, X, y) -> tuple[LabelledData, list[str]]:
+        if isinstance(X, LabelledData):
+            X, y = X.texts, X.labels
+        y = list(y)
+        train = self._labelled(X, y, "training data")
+        if self.multi_label:
+            labels = sorted({name for row in train.labels for name in row})
+            self.classes_ = np.array(labels, dtype=object)
+            return train, labels
+        # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's
+        # integer labels as integers, so that predict() output compares equal to y (sklearn's score).
+        numeric = bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
+        labels = sorted(set(train.labels), key=int if numeric else None)
+        self.classes_ = np.array([int(s) for s in labels]) if numeric else np.array(labels, dtype=object)
+        return train, labels
+
+    def _check_known(self, labels, what: str) -> None:
+        seen = {name for row in labels for name in row} if self.multi_label else set(labels)
+        unseen = sorted(seen - set(self.labels_))
+        if unseen:
+            raise HeadswapError(f"{what} labels never seen in training: {unseen}; known: {list(self.labels_)}")
+
+    def _targets(self, labels):
+        """Class indices (N,), or (N, K) 0/1 indicators for multi-label data."""
+        if self.multi_label:
+            return binarize(labels, self.labels_)
+        index = {lab: i for i, lab in enumerate(self.labels_)}
+        return [index[v] for v in labels]
+
+    # ---- after training: calibration and decision thresholds -------------------------------------
+    def _after_training(self, logits, y) -> None:
+        """On validation logits: fit the temperature (temperature_scaling), then, for multi-label data, each
+        label's decision threshold on the calibrated probabilities."""
+        from headswap import calibration
+        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+        if self.temperature_scaling:
+            if self.multi_label:
+                self.temperature_ = calibration.fit_label_temperatures(logits, y)
+            else:
+                self.temperature_ = calibration.fit_temperature(logits, y)
+            log.info("calibration: temperature %s fitted on %d validation texts",
+                     np.round(self.temperature_, 3), len(y))
+        if self.multi_label:
+            self.thresholds_ = tune_thresholds(self._probabilities(logits), y).tolist()
 
     def calibrate(self, X, y) -> "TextClassifier":
-        """Fit the softmax temperature that predict_proba uses on labelled texts (held out from training).
-        fit() does this on its validation data when temperature_scaling=True."""
+        """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds) on
+        labelled texts held out from training. fit() does this on its validation data."""
         self._check_fitted()
-        data = from_lists(list(X), [str(v) for v in y], "calibration data")
-        index = {lab: i for i, lab in enumerate(self.labels_)}
-        unseen = sorted(set(data.labels) - set(index))
-        if unseen:
-            raise HeadswapError(f"calibration labels never seen in training: {unseen}; known: {self.labels_}")
-        self._set_temperature(self.decision_function(data.texts), [index[v] for v in data.labels])
+        data = self._labelled(X, y, "calibration data")
+        self._check_known(data.labels, "calibration")
+        scaling, self.temperature_scaling = self.temperature_scaling, True
+        try:
+            self._after_training(self.decision_function(data.texts), self._targets(data.labels))
+        finally:
+            self.temperature_scaling = scaling
         return self
+
+    def _probabilities(self, logits) -> np.ndarray:
+        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float64)
+        t = getattr(self, "temperature_", None)
+        scaled = logits / torch.as_tensor(t if t is not None else 1.0, dtype=torch.float64)
+        return (torch.sigmoid(scaled) if self.multi_label else torch.softmax(scaled, -1)).numpy()
+
+    def decide(self, probs: np.ndarray) -> list:
+        """Predicted labels from probabilities: a class each, or for multi-label data a tuple of the labels
+        whose probability reaches their threshold."""
+        if self.multi_label:
+            t = np.asarray(getattr(self, "thresholds_", None) or [0.5] * len(self.labels_))
+            return to_sets(probs >= t, list(self.classes_))
+        return list(self.classes_[np.asarray(probs).argmax(axis=1)])
 
     def _on_features(self, train_items, y_train, val_items, y_val):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
@@ -225,31 +296,48 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return logits.numpy()
 
     def predict_proba(self, X) -> np.ndarray:
-        """(N, K) class probabilities: softmax of the logits divided by the fitted temperature, if any."""
-        logits = torch.from_numpy(self.decision_function(X))
-        return torch.softmax(logits / (getattr(self, "temperature_", None) or 1.0), -1).numpy()
+        """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
+        data each label's own sigmoid (with its own temperature)."""
+        return self._probabilities(self.decision_function(X)).astype(np.float32)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X):
+        """The class of each text (an array like classes_); for multi-label data, a list with a tuple of
+        labels per text (possibly empty: no label reached its threshold)."""
         logits = self.decision_function(X)   # checks fitted before classes_ is read
+        if self.multi_label:
+            return self.decide(self._probabilities(logits))
         return self.classes_[logits.argmax(axis=1)]
 
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy; subset accuracy (every label right) for multi-label data."""
+        if not self.multi_label:
+            return super().score(X, y, sample_weight)
+        truth = label_sets(list(y), self.label_separator)
+        pred = self.predict(X)
+        return float(np.mean([set(a) == set(b) for a, b in zip(truth, pred)]))
+
     def evaluate(self, X, y) -> Metrics:
-        """Metrics on labelled texts; extra holds timing, throughput and parameter counts."""
+        """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
+        from headswap import calibration
+        from headswap.metrics import multi_label_metrics
         self._check_fitted()
         labels = list(self.labels_)
-        data = from_lists(list(X), [str(v) for v in y], "evaluation data")
-        unseen = sorted(set(data.labels) - set(labels))
-        if unseen:
-            raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {labels}")
+        data = self._labelled(X, y, "evaluation data")
+        self._check_known(data.labels, "evaluation")
         t0 = time.perf_counter()
         logits = self.decision_function(data.texts)
         seconds = time.perf_counter() - t0
-        index = {lab: i for i, lab in enumerate(labels)}
-        from headswap import calibration
-        y = [index[v] for v in data.labels]
-        m = metrics_from_logits(torch.from_numpy(logits), y, labels, self.positive_label)
+        target = self._targets(data.labels)
+        t = getattr(self, "temperature_", None)
+        if self.multi_label:
+            scaled = logits / np.asarray(t if t is not None else 1.0)
+            m = multi_label_metrics(scaled, target, labels, getattr(self, "thresholds_", None))
+            cal = calibration.report_multi_label(logits, target, t)
+        else:
+            m = metrics_from_logits(torch.from_numpy(logits), target, labels, self.positive_label)
+            cal = calibration.report(logits, target, t)
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=len(data) / seconds if seconds else 0.0)
-        m.extra["calibration"] = calibration.report(logits, y, getattr(self, "temperature_", None))
+        m.extra["calibration"] = cal
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 
@@ -275,6 +363,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   "answer_token_ids": None, **self.saved_,
                   "lora": self.lora_.to_dict() if self.lora_ else None,
                   "temperature": getattr(self, "temperature_", None),
+                  "thresholds": getattr(self, "thresholds_", None),
                   "history": self.history_, "train_seconds": self.train_seconds_,
                   "evaluation": getattr(self, "evaluation_", None)}
         return model_dir.write(Path(path), config, self.module_, self.summary())
@@ -302,6 +391,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
         clf.evaluation_ = config.get("evaluation")
         clf.temperature_ = config.get("temperature")
+        clf.thresholds_ = config.get("thresholds")
+        for key in ("temperature", "thresholds"):
+            value = config.get(key)
+            if isinstance(value, list) and len(value) != len(clf.labels_):
+                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} is corrupt: {len(value)} {key} for "
+                                    f"{len(clf.labels_)} labels")
         clf.class_weight_ = params.get("class_weight") if isinstance(params.get("class_weight"), dict) else None
         return clf
 

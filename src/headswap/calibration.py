@@ -83,3 +83,47 @@ def report(logits, y, temperature: float | None) -> dict:
         out["after"] = measures(logits, y, temperature)
         out["reliability_after"] = reliability_bins(softmax(logits, temperature), y)
     return out
+
+
+# ---- multi-label: one sigmoid, and one temperature, per label -------------------------------------------------
+
+
+def _bce(logits: torch.Tensor, y: torch.Tensor, t: float) -> float:
+    return float(torch.nn.functional.binary_cross_entropy_with_logits(logits / t, y))
+
+
+def fit_label_temperatures(logits, y) -> list[float]:
+    """Per label (column), the T in T_RANGE minimising the binary cross-entropy of sigmoid(logit / T)."""
+    from scipy.optimize import minimize_scalar
+    logits = torch.as_tensor(np.asarray(logits), dtype=torch.float64)
+    y = torch.as_tensor(np.asarray(y), dtype=torch.float64)
+    lo, hi = (math.log(v) for v in T_RANGE)
+    out = []
+    for k in range(logits.shape[1]):
+        res = minimize_scalar(lambda log_t: _bce(logits[:, k], y[:, k], math.exp(log_t)), bounds=(lo, hi),
+                              method="bounded", options={"xatol": 1e-6})
+        out.append(float(math.exp(res.x)))
+    return out
+
+
+def _binary_view(logits, y, temperature) -> tuple[np.ndarray, np.ndarray]:
+    """Every (text, label) decision as a two-class probability row [1 - p, p] and its 0/1 truth."""
+    t = np.asarray(temperature if temperature is not None else 1.0, dtype=float)
+    p = 1 / (1 + np.exp(-np.asarray(logits, dtype=float) / t))
+    return np.stack([1 - p.ravel(), p.ravel()], 1), (np.asarray(y) > 0.5).astype(int).ravel()
+
+
+def report_multi_label(logits, y, temperatures: list[float] | None) -> dict:
+    """As report(), over every (text, label) decision of multi-label data: ECE and Brier of the binary
+    probabilities (Brier here is the two-class one: 2 x the squared error of p)."""
+    def measured(t):
+        probs, truth = _binary_view(logits, y, t)
+        return probs, truth, {"ece": expected_calibration_error(probs, truth), "brier": brier_score(probs, truth),
+                              "nll": float(-np.log(np.clip(probs[np.arange(len(truth)), truth], 1e-12, 1)).mean())}
+    probs, truth, before = measured(None)
+    out = {"temperature": temperatures, "bins": BINS, "before": before,
+           "reliability_before": reliability_bins(probs, truth)}
+    if temperatures is not None:
+        probs, truth, after = measured(temperatures)
+        out["after"], out["reliability_after"] = after, reliability_bins(probs, truth)
+    return out

@@ -151,3 +151,97 @@ def metrics_from_logits(logits, y_true, labels: list[str], positive_label: str |
         raise ValueError(f"logits must have shape (N, {len(labels)}), got {tuple(logits.shape)}")
     pred = logits.argmax(dim=-1).cpu().numpy()  # argmax of softmax == argmax of logits
     return metrics_from_predictions(np.asarray(y_true), pred, labels, positive_label)
+
+
+# ---- multi-label ---------------------------------------------------------------------------------------------
+
+MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
+
+
+@dataclass
+class MultiLabelMetrics:
+    """Scores of predicted label sets against true ones, from (N, K) indicator matrices (scikit-learn's
+    definitions: micro, macro, weighted and samples averages; accuracy is subset accuracy)."""
+
+    labels: list[str]
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    thresholds: list[float] | None = None
+    extra: dict = field(default_factory=dict)
+
+    def _prf(self, average):
+        from sklearn.metrics import precision_recall_fscore_support
+        p, r, f, s = precision_recall_fscore_support(self.y_true, self.y_pred, average=average, zero_division=0)
+        return p, r, f, s
+
+    @property
+    def accuracy(self) -> float:
+        return float((self.y_true == self.y_pred).all(axis=1).mean()) if len(self.y_true) else 0.0
+
+    @property
+    def hamming_loss(self) -> float:
+        return float((self.y_true != self.y_pred).mean()) if self.y_true.size else 0.0
+
+    def f1(self, average="macro") -> float:
+        return float(self._prf(average)[2])
+
+    def score(self, name: str) -> float:
+        if name == "accuracy":
+            return self.accuracy
+        avg, _, what = name.partition("_")
+        if avg in ("macro", "micro", "weighted", "samples") and what in ("f1", "precision", "recall"):
+            return float(self._prf(avg)[("precision", "recall", "f1").index(what)])
+        raise ConfigError(f"metric {name!r} does not apply to multi-label data; use one of "
+                          f"{', '.join(MULTI_LABEL_METRICS)}")
+
+    def to_dict(self) -> dict:
+        p, r, f, s = self._prf(None)
+        d = {"labels": list(self.labels), "n": int(len(self.y_true)), "multi_label": True,
+             "subset_accuracy": self.accuracy, "accuracy": self.accuracy, "hamming_loss": self.hamming_loss}
+        for avg in ("micro", "macro", "weighted", "samples"):
+            ap, ar, af, _ = self._prf(avg)
+            d[avg] = {"precision": float(ap), "recall": float(ar), "f1": float(af)}
+        d["per_class"] = {lab: {"precision": float(a), "recall": float(b), "f1": float(c), "support": int(n),
+                                "predicted": int(k)}
+                          for lab, a, b, c, n, k in zip(self.labels, p, r, f, s, self.y_pred.sum(0))}
+        if self.thresholds is not None:
+            d["thresholds"] = dict(zip(self.labels, map(float, self.thresholds)))
+        if self.extra:
+            d["extra"] = self.extra
+        return d
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def report(self) -> str:
+        d = self.to_dict()
+        width = max(12, *(len(lab) for lab in self.labels))
+        lines = [f"{'':>{width}}  precision  recall     f1  support  predicted"
+                 + ("  threshold" if self.thresholds is not None else "")]
+        for i, lab in enumerate(self.labels):
+            c = d["per_class"][lab]
+            line = (f"{lab:>{width}}  {c['precision']:9.3f}  {c['recall']:6.3f}  {c['f1']:5.3f}  {c['support']:7d}"
+                    f"  {c['predicted']:9d}")
+            if self.thresholds is not None:
+                line += f"  {self.thresholds[i]:9.2f}"
+            lines.append(line)
+        for avg in ("micro", "macro", "weighted", "samples"):
+            a = d[avg]
+            lines.append(f"{avg + ' avg':>{width}}  {a['precision']:9.3f}  {a['recall']:6.3f}  {a['f1']:5.3f}")
+        lines.append(f"subset accuracy {self.accuracy:.3f}, Hamming loss {self.hamming_loss:.4f}, "
+                     f"{len(self.y_true)} texts, {int(self.y_true.sum())} true labels, "
+                     f"{int(self.y_pred.sum())} predicted")
+        return "\n".join(lines)
+
+
+def multi_label_metrics(logits, y_true, labels: list[str], thresholds=None) -> MultiLabelMetrics:
+    """logits: (N, K) raw scores; y_true: (N, K) indicators. A label is predicted when its sigmoid reaches its
+    threshold (default 0.5 for every label, i.e. logit >= 0)."""
+    logits = torch.as_tensor(logits, dtype=torch.float32)
+    y_true = np.asarray(y_true) > 0.5
+    if logits.ndim != 2 or logits.shape[1] != len(labels) or y_true.shape != tuple(logits.shape):
+        raise ValueError(f"logits and labels must both have shape (N, {len(labels)}), got {tuple(logits.shape)} "
+                         f"and {y_true.shape}")
+    t = torch.as_tensor(np.full(len(labels), 0.5) if thresholds is None else np.asarray(thresholds))
+    y_pred = (torch.sigmoid(logits.double()) >= t).numpy()
+    return MultiLabelMetrics(list(labels), y_true, y_pred, list(map(float, t)) if thresholds is not None else None)

@@ -55,9 +55,18 @@ def read_config(path: Path) -> dict:
         raise HeadswapError(f"{path} was saved by an incompatible headswap version "
                             f"(format {version!r}, this version reads {FORMAT_VERSION})")
     t = config.get("temperature")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
-        raise HeadswapError(f"{cfg_file} is corrupt: temperature must be a number > 0 or null, got {t!r}")
+    if t is not None and not (_positive(t) or (isinstance(t, list) and t and all(map(_positive, t)))):
+        raise HeadswapError(f"{cfg_file} is corrupt: temperature must be a number > 0 (a list of them for "
+                            f"multi-label models) or null, got {t!r:.80}")
+    th = config.get("thresholds")
+    if th is not None and not (isinstance(th, list) and all(_positive(v) and v < 1 for v in th)):
+        raise HeadswapError(f"{cfg_file} is corrupt: thresholds must be a list of numbers between 0 and 1 or null, "
+                            f"got {th!r:.80}")
     return config
+
+
+def _positive(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < float("inf")
 
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:

@@ -182,7 +182,9 @@ def plot_reliability(calibration: dict, path, title: str | None = None) -> Path:
     ax.plot([0, 1], [0, 1], color=BASELINE_COLOR, linestyle="--", linewidth=1, label="perfectly calibrated")
     series = [("before", "reliability_before", "#d62728", "softmax")]
     if calibration.get("temperature") is not None:
-        series.append(("after", "reliability_after", ROW_COLOR, f"temperature {calibration['temperature']:.2f}"))
+        t = calibration["temperature"]
+        name = (f"temperatures {min(t):.2f}-{max(t):.2f}" if isinstance(t, list) else f"temperature {t:.2f}")
+        series.append(("after", "reliability_after", ROW_COLOR, name))
     for key, bins_key, color, name in series:
         bins = [b for b in calibration[bins_key] if b["count"]]
         m = calibration[key]
@@ -194,4 +196,22 @@ def plot_reliability(calibration: dict, path, title: str | None = None) -> Path:
     ax.set_ylabel("accuracy")
     ax.set_title(title or "reliability")
     ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_label_f1(metrics: dict, path, title: str | None = None) -> Path:
+    """Multi-label evaluation: F1 per label (bars, sorted) with each label's support, and the macro average."""
+    per = metrics["per_class"]
+    order = sorted(per, key=lambda lab: per[lab]["f1"])
+    fig = _figure(7.0, max(3.0, 0.28 * len(order) + 1.2))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.barh(range(len(order)), [per[lab]["f1"] for lab in order], color=ROW_COLOR)
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([f"{lab} ({per[lab]['support']})" for lab in order], fontsize=8)
+    ax.axvline(metrics["macro"]["f1"], color=BASELINE_COLOR, linestyle="--",
+               label=f"macro F1 {metrics['macro']['f1']:.3f}")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("F1 (label support in brackets)")
+    ax.set_title(title or "F1 per label")
+    ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)

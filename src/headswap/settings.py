@@ -19,8 +19,9 @@ HEADS = ("linear", "mlp")
 REGIMES = ("head-only", "partial", "full", "lora")
 SCHEDULES = ("constant", "linear", "cosine")
 METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "macro_precision",
-           "macro_recall", "weighted_precision", "weighted_recall")
+           "macro_recall", "weighted_precision", "weighted_recall", "micro_f1", "samples_f1")
 BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
+MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 
 
 def _strategy_names() -> tuple[str, ...]:
@@ -30,11 +31,11 @@ def _strategy_names() -> tuple[str, ...]:
 
 def setting(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
             above: float | None = None, below: float | None = None, choices: tuple | Any = None,
-            flag: str | None = None, cli: bool = True, metavar: str | None = None):
+            flag: str | None = None, cli: bool = True, metavar: str | None = None, nonempty: bool = False):
     """A dataclass field with its check and help. choices may be a callable (the strategy registry)."""
     return field(default=default, metadata={
         "help": help, "minimum": minimum, "maximum": maximum, "above": above, "below": below,
-        "choices": choices, "flag": flag, "cli": cli, "metavar": metavar})
+        "choices": choices, "flag": flag, "cli": cli, "metavar": metavar, "nonempty": nonempty})
 
 
 @dataclass
@@ -57,6 +58,11 @@ class ModelSettings:
     instruction: str | None = setting(None, "prompt template with {classes}, {answer} and {text}; '@file' reads "
                                       "a file", flag="prompt")
     descriptions: Any = setting(None, "class descriptions: JSON {label: description} or CSV label,description")
+    multi_label: bool = setting(False, "each text has a set of labels (CSV: joined by --label-separator; JSONL: a "
+                                "list): one sigmoid per label, binary cross-entropy, per-label thresholds tuned "
+                                "on the validation data")
+    label_separator: str = setting("|", "separates the labels of one text in a multi-label CSV cell", metavar="SEP",
+                                   nonempty=True)
     prefix_cache: bool = setting(True, "run the prompt's shared prefix once and reuse its keys and values",
                                  cli=False)
 
@@ -76,7 +82,8 @@ class TrainSettings:
     weight_decay: float = setting(0.01, "AdamW weight decay", minimum=0)
     max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none)", minimum=0)
     metric: str = setting("macro_f1", "validation metric that picks the best epoch (f1, precision, recall: "
-                          "of the positive class, two-class data only)", choices=METRICS)
+                          "of the positive class, two-class data only; micro_f1, samples_f1: multi-label only; "
+                          "accuracy is subset accuracy for multi-label)", choices=METRICS)
     eval_fraction: float = setting(0.1, "share of the training data held out for validation when none is given",
                                    minimum=0, below=1)
     class_weight: Any = setting(None, "weight of each class in the loss: balanced (scikit-learn's: n / (classes x "
@@ -157,6 +164,8 @@ def check(values: dict[str, Any]) -> None:
         choices = choices_of(f)
         if choices is not None and value not in choices:
             raise ConfigError(f"unknown {f.name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        if f.metadata.get("nonempty") and not (isinstance(value, str) and value):
+            raise ConfigError(f"{f.name} must be a non-empty string, got {value!r}")
         if isinstance(f.default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{f.name} must be True or False, got {value!r}")
         if is_numeric(f):

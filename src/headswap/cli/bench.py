@@ -12,7 +12,8 @@ HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
                "OUT/results.json, results.md and charts.")
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-NOT_SETTINGS = ("strategy", "model", "checkpoint_every")    # lists in bench; bench keeps no checkpoints
+# strategy and model are lists in bench; bench keeps no checkpoints; multi-label data is for train and eval.
+NOT_SETTINGS = ("strategy", "model", "checkpoint_every", "multi_label", "label_separator")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -33,7 +33,8 @@ def load(path, args):
     return load_dataset(path, text_column=args.text_column, label_column=args.label_column)
 
 
-def subsample(data, limit: int | None, seed: int):
-    """A stratified, seeded subset of `limit` records (all of them when limit is None)."""
+def subsample(data, limit: int | None, seed: int, by=None):
+    """A stratified, seeded subset of `limit` records (all of them when limit is None); `by`: stratify by
+    these keys instead of the labels."""
     from headswap.data.sampling import stratified_subset
-    return stratified_subset(data, limit, seed)
+    return stratified_subset(data, limit, seed, by)

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels
-    from headswap.plots import plot_confusion, plot_reliability
+    from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
 
     check_output_dir("--out", args.out)
     files = data_files(args.data)
@@ -42,20 +42,27 @@ def run(args) -> int:
         path = files["train"]
     data = subsample(load(path, args), args.limit, args.seed)
     clf = TextClassifier.load(args.model_dir, progress=not args.quiet)
-    check_eval_labels(list(clf.labels_), data)
+    if clf.multi_label:
+        from headswap.data.multilabel import check_eval_label_sets
+        check_eval_label_sets(list(clf.labels_), data, clf.label_separator)
+    else:
+        check_eval_labels(list(clf.labels_), data)
     m = clf.evaluate(data.texts, data.labels)
     out = Path(args.out or Path(args.model_dir) / "eval")
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
-    plot_confusion(m.confusion, m.labels, out / "confusion_matrix.png",
-                   title=f"{clf.strategy} on {clf.model}: {path.name}")
+    if clf.multi_label:    # no single confusion matrix: the per-label report says what each label got
+        plot_label_f1(m.to_dict(), out / "per_label_f1.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
+    else:
+        plot_confusion(m.confusion, m.labels, out / "confusion_matrix.png",
+                       title=f"{clf.strategy} on {clf.model}: {path.name}")
     cal = m.extra["calibration"]
     plot_reliability(cal, out / "reliability_diagram.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
     print(m.report())
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
-    print(f"wrote {out / 'metrics.json'}, {out / 'confusion_matrix.png'} and {out / 'reliability_diagram.png'}",
-          file=sys.stderr)
+    chart = "per_label_f1.png" if clf.multi_label else "confusion_matrix.png"
+    print(f"wrote {out / 'metrics.json'}, {out / chart} and {out / 'reliability_diagram.png'}", file=sys.stderr)
     return 0
 
 
@@ -64,7 +71,14 @@ def calibration_line(cal: dict) -> str:
     line = f"calibration ({cal['bins']}-bin ECE, Brier): softmax {b['ece']:.4f}, {b['brier']:.4f}"
     if cal.get("temperature") is not None:
         a = cal["after"]
-        line += f"; temperature {cal['temperature']:.3f} {a['ece']:.4f}, {a['brier']:.4f}"
+        line += f"; {temperature_text(cal['temperature'])} {a['ece']:.4f}, {a['brier']:.4f}"
     else:
         line += " (no temperature fitted)"
     return line
+
+
+def temperature_text(t) -> str:
+    """'temperature 1.234', or for per-label temperatures 'temperatures 0.8-1.9 (28 labels)'."""
+    if isinstance(t, (list, tuple)):
+        return f"temperatures {min(t):.2f}-{max(t):.2f} ({len(t)} labels)"
+    return f"temperature {t:.3f}"

@@ -58,6 +58,12 @@ def _setting_type(f):
     return parse
 
 
+def _nonempty(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("expected a non-empty value")
+    return text
+
+
 def _help(f, default) -> str:
     text = f.metadata["help"]
     if f.name == "strategy":
@@ -84,6 +90,8 @@ def add_settings(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), **
             kw["action"] = argparse.BooleanOptionalAction
         elif settings.is_numeric(f):
             kw["type"] = _setting_type(f)
+        elif f.metadata.get("nonempty"):
+            kw["type"] = _nonempty
         if f.metadata.get("metavar"):
             kw["metavar"] = f.metadata["metavar"]
         group.add_argument(settings.flag_of(f), **kw)

@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels, check_training_data
+    from headswap.data.multilabel import check_eval_label_sets, read_label_sets
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
@@ -54,8 +55,14 @@ def run(args) -> int:
     files = data_files(args.data)
     if "train" not in files:
         raise DataError(f"{args.data} has no train.csv")
-    train = subsample(load(files["train"], args), args.train_limit, args.seed)
-    labels = check_training_data(train)
+    train = load(files["train"], args)
+    if args.multi_label:
+        read_label_sets(train, args.label_separator)
+        train = subsample(train, args.train_limit, args.seed, by=[row[0] for row in train.labels])
+        labels = sorted({name for row in train.labels for name in row})
+    else:
+        train = subsample(train, args.train_limit, args.seed)
+        labels = check_training_data(train)
     if args.metric in BINARY_METRICS and len(labels) != 2:
         raise ConfigError(f"--metric {args.metric} scores the positive class of two-class data; this data has "
                           f"{len(labels)} classes: use macro_{args.metric} or weighted_{args.metric}")
@@ -65,7 +72,10 @@ def run(args) -> int:
     test = load(test_path, args) if test_path else None
     for extra in (val, test):
         if extra is not None:
-            check_eval_labels(labels, extra)
+            if args.multi_label:
+                check_eval_label_sets(labels, extra, args.label_separator)
+            else:
+                check_eval_labels(labels, extra)
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
           f"{len(train)} texts, {len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
     t0 = time.perf_counter()

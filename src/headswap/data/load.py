@@ -255,7 +255,10 @@ def _load_jsonl(source: str, text: str, text_column: str, label_column: str | No
         if label_column is None:
             pass
         elif label_column in obj:
-            labels.append(_check_label(obj[label_column], where, label_column))
+            value = obj[label_column]
+            # A list is a multi-label row; its names are checked where multi-label data is read
+            # (headswap.data.multilabel), and single-label training refuses it.
+            labels.append(tuple(value) if isinstance(value, list) else _check_label(value, where, label_column))
         elif require_labels:
             raise _missing_column(source, label_column, list(obj), f", line {n}")
         else:
@@ -341,6 +344,7 @@ def check_training_data(data: LabelledData) -> list[str]:
     """Check that ``data`` can train a classifier (labelled, at least two classes); return the label names."""
     if not data.labels:
         raise DataError(f"{data.source}: training data needs labels, and this data has none")
+    check_single_labels(data)
     names = data.label_names()
     if len(names) < 2:
         raise DataError(
@@ -350,10 +354,19 @@ def check_training_data(data: LabelledData) -> list[str]:
     return names
 
 
+def check_single_labels(data: LabelledData) -> None:
+    """A list label (JSONL) is a multi-label row: refuse it here rather than make it a class of its own."""
+    for i, label in enumerate(data.labels):
+        if isinstance(label, tuple):
+            raise DataError(f"{data.where(i)}: the label is a list, which is multi-label data; train with "
+                            f"--multi-label (multi_label=True)")
+
+
 def check_eval_labels(train_labels: Sequence[str], eval_data: LabelledData) -> None:
     """Fail if ``eval_data`` has a label that training never saw (the model could never predict it)."""
     if not eval_data.labels:
         raise DataError(f"{eval_data.source}: evaluation data needs labels, and this data has none")
+    check_single_labels(eval_data)
     known = set(train_labels)
     first_seen: dict[str, int] = {}
     for i, label in enumerate(eval_data.labels):

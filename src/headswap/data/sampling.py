@@ -39,12 +39,25 @@ def _per_class_split(labels: Sequence[str], idx: list[int], test_size: float, se
     return test
 
 
-def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0) -> tuple[LabelledData, LabelledData]:
+def _by_key(data: LabelledData):
+    """Maps records chosen from a re-keyed copy of `data` back to `data`'s own records (and labels), by
+    their row numbers."""
+    where = {row: i for i, row in enumerate(data.rows)}
+    return lambda part: _subset(data, [where[row] for row in part.rows])
+
+
+def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
+                     by: Sequence | None = None) -> tuple[LabelledData, LabelledData]:
     """Split into ``(train, test)``, stratified by label and deterministic for a given ``seed``.
 
     Every class with at least two examples appears in both parts; a class with a single example stays in train.
-    Records keep their file order (and row numbers) within each part.
+    Records keep their file order (and row numbers) within each part. `by`: stratify by these keys instead
+    of the labels (multi-label data: each row's first label).
     """
+    if by is not None:
+        keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
+        back = _by_key(data)
+        return tuple(back(part) for part in stratified_split(keyed, test_size, seed))
     from sklearn.model_selection import train_test_split  # imported here: sklearn is slow to import
 
     if not data.labels:
@@ -90,7 +103,7 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0) 
     return _subset(data, train_idx), _subset(data, sorted(test_set))
 
 
-def stratified_subset(data: LabelledData, n: int | None, seed: int = 0) -> LabelledData:
+def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequence | None = None) -> LabelledData:
     """A deterministic, stratified subset of ``n`` records (all of ``data`` when n is None or >= len).
 
     Each class gets its share of ``n`` (largest remainder; at least one record per class when n allows),
@@ -99,6 +112,9 @@ def stratified_subset(data: LabelledData, n: int | None, seed: int = 0) -> Label
     """
     if n is None or n >= len(data):
         return data
+    if by is not None:
+        keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
+        return _by_key(data)(stratified_subset(keyed, n, seed))
     if n < 1:
         raise ConfigError(f"a subset needs at least one record, got {n}")
     if not data.labels:

@@ -84,7 +84,7 @@ def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-PREDICTION_KEYS = ("row", "text", "label", "probabilities")
+PREDICTION_KEYS = ("row", "text", "label", "probabilities")    # "labels" instead of "label" for multi-label
 
 
 def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
@@ -103,7 +103,8 @@ def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
             record = None
-        if not isinstance(record, dict) or any(k not in record for k in PREDICTION_KEYS):
+        if not isinstance(record, dict) or any(k not in record for k in PREDICTION_KEYS if k != "label") \
+                or not ("label" in record or "labels" in record):
             raise DataError(f"{out_path} line {number} is not a headswap prediction (a JSON object with "
                             f"{', '.join(PREDICTION_KEYS)}); refusing to resume into it, nothing was changed")
     if keep < len(data) and not data[keep:].startswith(b'{"row":'):
@@ -152,8 +153,11 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
                 encoder.quiet = False
             raise
         truncated += encoder.truncated if encoder is not None else 0
-        for (number, text), p in zip(chunk, probs):
-            out.write(json.dumps({"row": number, "text": text, "label": labels[int(p.argmax())],
+        multi = getattr(clf, "multi_label", False)
+        sets = clf.decide(probs) if multi else None
+        for i, ((number, text), p) in enumerate(zip(chunk, probs)):
+            answer = {"labels": [str(v) for v in sets[i]]} if multi else {"label": labels[int(p.argmax())]}
+            out.write(json.dumps({"row": number, "text": text, **answer,
                                   "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}},
                                  ensure_ascii=False) + "\n")
         out.flush()

@@ -9,6 +9,7 @@ from torch import nn
 
 from headswap.nn.heads import PairScoreHead, make_head
 from headswap.nn.pooling import make_pool
+from headswap.text.encoding import label_tensor
 
 
 class ClassifierModule(nn.Module):
@@ -131,5 +132,5 @@ class HeadOnFeatures(ClassifierModule):
 def collate_features(items: list[dict]) -> dict:
     batch = {"features": torch.stack([it["features"] for it in items])}
     if "label" in items[0]:
-        batch["labels"] = torch.tensor([it["label"] for it in items], dtype=torch.long)
+        batch["labels"] = label_tensor([it["label"] for it in items])
     return batch

@@ -459,6 +459,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
             raise ConfigError(f"{name} must be >= 1, got {value}")
     clf, model_dir = _load_classifier(clf_or_model_dir)
     labels = [str(v) for v in clf.labels_]
+    multi_label = bool(getattr(clf, "multi_label", False))
     strategy, model_name = str(getattr(clf, "strategy", "")), str(getattr(clf, "model", ""))
     # Folder names only: /health is unauthenticated, and absolute paths tell a client about the server's disk.
     model_name = Path(model_name).name if os.sep in model_name else model_name
@@ -492,7 +493,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
             return texts
 
     class Prediction(BaseModel):
-        label: str = Field(description="the most probable class")
+        label: str | None = Field(default=None, description="the most probable class (single-label models)")
+        labels: list[str] | None = Field(default=None, description="multi-label models: every label whose "
+                                         "probability reaches its tuned threshold (possibly none)")
         probabilities: dict[str, float] = Field(description="probability of every class, in /labels order")
 
     class PredictResponse(BaseModel):
@@ -577,7 +580,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                                                                "a text too long or blank"},
                   500: {"model": ErrorResponse, "description": "the model failed on this request"}}
 
-    @app.post("/predict", response_model=PredictResponse, responses=errors_doc,
+    @app.post("/predict", response_model=PredictResponse, response_model_exclude_none=True, responses=errors_doc,
               summary="Classify texts", description="Probabilities of every class for each text, in input order. "
               "Concurrent requests are merged into one model batch (micro-batching).")
     async def predict(body: PredictRequest):
@@ -592,6 +595,10 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         if probs.shape[1] != len(labels):
             log.error("the model returned %d probabilities per text for %d labels", probs.shape[1], len(labels))
             return JSONResponse({"error": "prediction failed", "detail": None}, status_code=500)
+        if multi_label:
+            sets = clf.decide(probs)
+            return {"predictions": [{"labels": [str(v) for v in chosen], "probabilities": dict(zip(labels, row))}
+                                    for chosen, row in zip(sets, probs.tolist())]}
         best = probs.argmax(axis=1)
         return {"predictions": [{"label": labels[k], "probabilities": dict(zip(labels, row))}
                                 for k, row in zip(best.tolist(), probs.tolist())]}

@@ -68,7 +68,7 @@ class Build:
         from headswap.text.encoding import TextEncoder
         from headswap.text.prompts import build_prompt
         self.prompt = build_prompt(self.tokenizer, self.labels, self.descriptions, self.params.get("instruction"),
-                                   letters=letters)
+                                   letters=letters, multi_label=bool(self.params.get("multi_label")))
         cached = cache and self.params.get("prefix_cache", True) and supports_prefix_cache(self.hf_model)
         return TextEncoder(self.tokenizer, "prompt", self.params["max_length"], prompt=self.prompt,
                            include_prefix=not cached)
@@ -96,6 +96,7 @@ class Strategy:
     has_head: bool = True           # has a separate head that the head-only regime can train alone
     lm_head: bool = False           # loads the causal LM with its LM head
     default_regime: str = "full"    # the regime that 'auto' resolves to
+    multi_label: bool = False       # can score each label on its own (sigmoid per label) for multi-label data
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
@@ -110,6 +111,11 @@ class Strategy:
                               f"(epochs=0)")
         if params["regime"] == "head-only" and not self.has_head:
             raise ConfigError(f"{self.name} has no separate head to train; use regime lora, partial or full")
+        if params.get("multi_label") and not self.multi_label:
+            from headswap.strategies import REGISTRY
+            able = ", ".join(s.name for s in REGISTRY.values() if s.multi_label)
+            raise ConfigError(f"strategy {self.name!r} picks one class per text and cannot do multi-label; use one "
+                              f"of {able}")
 
     def text_encoder(self, b: Build):
         """The TextEncoder that turns this strategy's texts into batches."""

@@ -15,6 +15,7 @@ class EmbedMLP(Strategy):
     name = "encoder-mlp"
     description = "bidirectional encoder, mean or CLS pooling, MLP head"
     encoder_only = True
+    multi_label = True
 
     def build(self, b: Build):
         from headswap.nn.classifier import Classifier

@@ -21,6 +21,7 @@ class SLMLogits(Strategy):
     prompted = True
     lm_head = True
     default_regime = "lora"
+    multi_label = True
     letters = False
 
     def text_encoder(self, b: Build):
@@ -32,16 +33,17 @@ class SLMLogits(Strategy):
         from headswap.text.prompts import answer_token_ids
         ids = answer_token_ids(b.tokenizer, b.prompt, b.labels)
         b.saved["answer_token_ids"] = ids
-        head = SlicedLMHead.from_model(b.hf_model, ids)
+        head = SlicedLMHead.from_model(b.hf_model, ids, yes_scores=bool(b.params.get("multi_label")))
         return Classifier(b.body(), b.hidden, len(b.labels), pooling="last", head=head)
 
     def freeze(self, module, regime: str) -> None:
         if regime != "head-only":
-            for p in module.head.parameters():
-                p.requires_grad_(False)
+            for name, p in module.head.named_parameters():
+                p.requires_grad_(name == "offset")    # multi-label's per-class offsets always train
 
 
 class SLMLetters(SLMLogits):
     name = "slm-letters"
     description = "as slm-logits, with proxy answers A, B, C, ... listed against the classes"
     letters = True
+    multi_label = False

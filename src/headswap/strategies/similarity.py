@@ -11,6 +11,7 @@ class Similarity(Strategy):
     name = "similarity"
     description = "bi-encoder cosine similarity between the text and each class description"
     zero_shot = True
+    multi_label = True
 
     def text_encoder(self, b: Build):
         return b.plain_encoder(instruction=False)
@@ -28,7 +29,8 @@ class Similarity(Strategy):
         desc = b.encoder.collate(descriptions.encode([b.descriptions[lab] for lab in b.labels]))
         with torch.inference_mode():
             protos = pool(body(desc["input_ids"], desc["attention_mask"]), desc["attention_mask"])
-        return SimilarityClassifier(body, pool, CosineHead(protos.clone()), desc, use_protos)
+        return SimilarityClassifier(body, pool, CosineHead(protos.clone(), offset=bool(b.params.get("multi_label"))),
+                                    desc, use_protos)
 
     def freeze(self, module, regime: str) -> None:
         if not module.use_prototypes:

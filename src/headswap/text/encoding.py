@@ -96,7 +96,7 @@ class TextEncoder:
             enc = fn(text)
             item = {"pairs": enc} if self.mode == "pair" else {"input_ids": enc}
             if labels is not None:
-                item["label"] = int(labels[i])
+                item["label"] = label_value(labels[i])
             items.append(item)
         return items
 
@@ -111,7 +111,7 @@ class TextEncoder:
             ids, mask = pad([item["input_ids"] for item in items], self.pad_id)
             batch = {"input_ids": ids, "attention_mask": mask}
         if "label" in items[0]:
-            batch["labels"] = torch.tensor([item["label"] for item in items], dtype=torch.long)
+            batch["labels"] = label_tensor([item["label"] for item in items])
         return batch
 
     def report_truncation(self, n: int, what: str = "texts") -> str | None:
@@ -122,3 +122,14 @@ class TextEncoder:
         if not self.quiet:
             log.warning(msg)
         return msg
+
+
+def label_value(y):
+    """A class index (single-label) or a tuple of 0/1 floats, one per label (multi-label)."""
+    return int(y) if not hasattr(y, "__len__") else tuple(float(v) for v in y)
+
+
+def label_tensor(values: list) -> torch.Tensor:
+    """(B,) long class indices, or (B, K) float indicators for multi-label items."""
+    multi = isinstance(values[0], tuple)
+    return torch.tensor(values, dtype=torch.float32 if multi else torch.long)

@@ -16,6 +16,10 @@ DEFAULT_INSTRUCTION = (
     "You classify a text into one of these classes:\n\n{classes}\n\n"
     "Task: Given a text, return only the {answer} of the class.\n\nText:\n{text}"
 )
+MULTI_LABEL_INSTRUCTION = (
+    "You tag a text with every one of these classes that applies to it:\n\n{classes}\n\n"
+    "Task: Given a text, return the {answer}s of the classes that apply, most fitting first.\n\nText:\n{text}"
+)
 _TEXT = "\x00HEADSWAP_TEXT\x00"
 
 
@@ -46,9 +50,10 @@ class Prompt:
 
 
 def build_prompt(tokenizer, labels: list[str], descriptions: dict[str, str] | None = None,
-                 instruction: str | None = None, letters: bool = False, chat: bool | None = None) -> Prompt:
+                 instruction: str | None = None, letters: bool = False, chat: bool | None = None,
+                 multi_label: bool = False) -> Prompt:
     """The prompt for `labels`; `instruction` may use {classes}, {answer} and must contain {text}."""
-    instruction = instruction or DEFAULT_INSTRUCTION
+    instruction = instruction or (MULTI_LABEL_INSTRUCTION if multi_label else DEFAULT_INSTRUCTION)
     if "{text}" not in instruction:
         raise ConfigError("the prompt instruction must contain a {text} placeholder")
     letter_list = proxy_letters(len(labels)) if letters else None

@@ -40,7 +40,7 @@ from headswap.errors import ConfigError
 from headswap.settings import RunSettings, TrainSettings, default_body_lr
 from headswap.settings import check as check_settings
 from headswap.train.checkpoint import CheckpointError, find_checkpoint, rng_state, set_rng_state, write_checkpoint
-from headswap.metrics import Metrics, metrics_from_logits
+from headswap.metrics import Metrics, metrics_from_logits, multi_label_metrics
 
 logger = logging.getLogger(__name__)
 _HF_SCHEDULE = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
@@ -443,8 +443,12 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             labels = batch.pop("labels")
             # A strategy that trains on something other than its class logits (generate-parse's LM
             # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
-            loss = (model(**batch, labels=labels, **own_kw) if own_loss
-                    else F.cross_entropy(model(**batch), labels, weight=weight))
+            if own_loss:
+                loss = model(**batch, labels=labels, **own_kw)
+            elif labels.ndim == 2:     # multi-label: K independent sigmoids against 0/1 indicators
+                loss = F.binary_cross_entropy_with_logits(model(**batch), labels, weight=weight)
+            else:
+                loss = F.cross_entropy(model(**batch), labels, weight=weight)
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             if cfg.max_grad_norm:
@@ -464,7 +468,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
         if eval_items is not None:
             logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
-            m = metrics_from_logits(logits, eval_labels, label_names, positive_label)
+            m = score_logits(logits, eval_labels, label_names, positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
             if best_score is None or entry.score > best_score:
                 best_score, best_epoch, best_logits = entry.score, epoch, logits
@@ -495,13 +499,21 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                        best_eval_logits=best_logits)
 
 
+def score_logits(logits, labels, label_names, positive_label="auto"):
+    """Metrics of logits against class indices (N,), or against (N, K) indicators for multi-label data
+    (each label predicted where its logit >= 0: sigmoid 0.5; tuned thresholds come after training)."""
+    if np.ndim(labels) == 2:
+        return multi_label_metrics(logits, labels, label_names)
+    return metrics_from_logits(logits, labels, label_names, positive_label)
+
+
 def evaluate(model: nn.Module, items: Sequence, collate: Callable, labels: Sequence[int],
              label_names: list[str], positive_label: str | None = "auto", batch_size: int = 64,
              progress: bool = False) -> Metrics:
     t0 = time.perf_counter()
     logits = predict_logits(model, items, collate, batch_size, progress=progress, desc="evaluate")
     seconds = time.perf_counter() - t0
-    m = metrics_from_logits(logits, labels, label_names, positive_label)
+    m = score_logits(logits, labels, label_names, positive_label)
     m.extra.update(eval_seconds=seconds, eval_texts_per_second=len(items) / seconds if seconds else 0.0)
     return m
 
