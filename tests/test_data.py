@@ -251,11 +251,20 @@ def test_bad_text_jsonl(tmp_path, value, type_name):
         assert type_name in msg
 
 
-@pytest.mark.parametrize("value", ["null", '""', "true", "1.5", '["x"]'])
+@pytest.mark.parametrize("value", ["null", '""', "true", "1.5"])
 def test_bad_label_jsonl(tmp_path, value):
     path = write(tmp_path / "b.jsonl", '{"text": "ok", "label": "x"}\n{"text": "t", "label": %s}\n' % value)
     msg = error(load_dataset, path)
     assert "b.jsonl" in msg and "line 2" in msg and "'label'" in msg
+
+
+def test_a_list_label_is_a_multi_label_row_that_single_label_training_refuses(tmp_path):
+    from headswap.data.load import check_training_data
+    path = write(tmp_path / "b.jsonl", '{"text": "ok", "label": "x"}\n{"text": "t", "label": ["x", "y"]}\n')
+    data = load_dataset(path)
+    assert data.labels == ["x", ("x", "y")]
+    msg = error(check_training_data, data)
+    assert "b.jsonl, line 2: the label is a list, which is multi-label data" in msg
 
 
 def test_malformed_json_line(tmp_path):
