@@ -127,7 +127,7 @@ def test_zero_shot_strategies_run_untrained(models, strategy):
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ZERO_SHOT])
 def test_zero_shot_is_refused_for_untrained_heads(models, strategy):
-    assert strategy in ("encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "cross-encoder")
+    assert strategy in ("encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "cross-encoder", "setfit")
     with pytest.raises(ConfigError, match=f"'{strategy}'.*zero-shot"):
         make(strategy, models, epochs=0).fit(X, Y)
 

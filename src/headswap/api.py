@@ -159,13 +159,15 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if note:
             self.notes_.append(note)
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
+        t0 = time.perf_counter()
+        self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, y_train, params,
+                                                        self.progress)
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
                              "class_weight": [self.class_weight_[lab] for lab in labels] if self.class_weight_
                              else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
         module, collate = self.module_, self.encoder_.collate
-        t0 = time.perf_counter()
         if self.regime_ == "head-only" and module.feature_cacheable:
             # The frozen body gives each text the same features every epoch: compute them once. They are
             # recomputed (identically) on resume; the checkpoint holds the head alone.
@@ -364,6 +366,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   "lora": self.lora_.to_dict() if self.lora_ else None,
                   "temperature": getattr(self, "temperature_", None),
                   "thresholds": getattr(self, "thresholds_", None),
+                  "body_tuning": getattr(self, "body_tuning_", None),
                   "history": self.history_, "train_seconds": self.train_seconds_,
                   "evaluation": getattr(self, "evaluation_", None)}
         return model_dir.write(Path(path), config, self.module_, self.summary())
@@ -392,6 +395,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf.evaluation_ = config.get("evaluation")
         clf.temperature_ = config.get("temperature")
         clf.thresholds_ = config.get("thresholds")
+        clf.body_tuning_ = config.get("body_tuning")
         for key in ("temperature", "thresholds"):
             value = config.get(key)
             if isinstance(value, list) and len(value) != len(clf.labels_):

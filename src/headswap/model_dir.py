@@ -22,8 +22,9 @@ def trained_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     head's parameters (similarity prototypes, sliced LM head), which are derived from the base at build time.
     Tied parameters are stored once."""
     state, seen = {}, set()
+    saved = ("head.",) + tuple(getattr(module, "extra_saved", ()))   # e.g. setfit's tuned, then frozen, body
     for name, p in module.named_parameters():
-        if (p.requires_grad or name.startswith("head.")) and p.data_ptr() not in seen:
+        if (p.requires_grad or name.startswith(saved)) and p.data_ptr() not in seen:
             seen.add(p.data_ptr())
             state[name] = p.detach().contiguous().clone()
     return state

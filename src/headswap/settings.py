@@ -91,6 +91,8 @@ class TrainSettings:
                                 "{label: weight}. Unlisted classes weigh 1 (default: all 1)", metavar="balanced|FILE")
     temperature_scaling: bool = setting(True, "calibrate: fit a softmax temperature on the validation data after "
                                         "training; predict_proba uses it (predicted classes do not change)")
+    pair_iterations: int = setting(20, "setfit: contrastive pairs drawn per training text and round (one of its "
+                                   "class, one of another), as SetFit's num_iterations", minimum=1)
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
     group_by_length: bool = setting(False, "shuffle into batches of texts of similar length (a new random order "
                                     "each epoch): less padding, faster training")

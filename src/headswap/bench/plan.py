@@ -81,8 +81,8 @@ def parse_strategies(spec) -> list[str]:
             name = name.strip()
             if not name:
                 continue
-            if name == "all":
-                names.extend(strategy_names())
+            if name == "all":     # few-shot strategies (pairs grow with the data) run only when named
+                names.extend(n for n in strategy_names() if not get(n).few_shot)
             elif name not in strategy_names():
                 raise ConfigError(f"unknown strategy {name!r}; choose from all, {', '.join(strategy_names())}")
             else:

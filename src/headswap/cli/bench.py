@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", nargs="+", default=list(DEFAULT_MODELS), metavar="M", dest="models",
                    help="built-in names, model folders or .gguf files (default: %(default)s)")
     p.add_argument("--strategies", nargs="+", default=["all"], metavar="LIST",
-                   help="comma-separated strategies or 'all' (default); each runs on the models it fits: "
-                   + ", ".join(names()))
+                   help="comma-separated strategies or 'all' (default: all but the few-shot setfit); each runs on "
+                   "the models it fits: " + ", ".join(names()))
     p.add_argument("--train-limit", type=int_at_least(1), metavar="N",
                    help="use a stratified, seeded subset of N training texts")
     p.add_argument("--test-limit", type=int_at_least(1), metavar="M",

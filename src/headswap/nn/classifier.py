@@ -5,6 +5,7 @@ Face model through HFBody). The strategies (headswap.strategies) assemble these 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from headswap.nn.heads import PairScoreHead, make_head
@@ -134,3 +135,28 @@ def collate_features(items: list[dict]) -> dict:
     if "label" in items[0]:
         batch["labels"] = label_tensor([it["label"] for it in items])
     return batch
+
+
+class PairCosine(ClassifierModule):
+    """SetFit's contrastive phase on a classifier's body: the squared error between the cosine of two texts'
+    pooled features and the pair's target (1 same class, 0 other class)."""
+
+    head_prefixes = ()
+    computes_own_loss = True
+
+    def __init__(self, classifier: nn.Module):
+        super().__init__()
+        self.classifier = classifier
+
+    def forward(self, input_ids, attention_mask, input_ids_b, attention_mask_b, labels):
+        u = self.classifier.features(input_ids, attention_mask)
+        v = self.classifier.features(input_ids_b, attention_mask_b)
+        return F.mse_loss(F.cosine_similarity(u, v), labels.to(u.dtype))
+
+
+def collate_text_pairs(items: list[dict], pad_id: int) -> dict:
+    from headswap.text.encoding import pad
+    a, a_mask = pad([it["a"] for it in items], pad_id)
+    b, b_mask = pad([it["b"] for it in items], pad_id)
+    return {"input_ids": a, "attention_mask": a_mask, "input_ids_b": b, "attention_mask_b": b_mask,
+            "labels": torch.tensor([it["label"] for it in items], dtype=torch.float32)}

@@ -11,6 +11,7 @@ from headswap.strategies.cross_encoder import CrossEncoder
 from headswap.strategies.embed_mlp import CausalEmbeddingMLP, EmbedMLP, SLMHiddenMLP
 from headswap.strategies.generate_parse import GenerateParse, parse_answer
 from headswap.strategies.lm_logits import SLMLetters, SLMLogits
+from headswap.strategies.setfit import SetFit
 from headswap.strategies.similarity import Similarity
 
 REGISTRY: dict[str, Strategy] = {}
@@ -41,7 +42,8 @@ def names(**flags: bool) -> list[str]:
     return [n for n, s in REGISTRY.items() if all(getattr(s, k) == v for k, v in flags.items())]
 
 
-for _s in (EmbedMLP, CausalEmbeddingMLP, SLMHiddenMLP, SLMLogits, SLMLetters, Similarity, CrossEncoder, GenerateParse):
+for _s in (EmbedMLP, CausalEmbeddingMLP, SLMHiddenMLP, SLMLogits, SLMLetters, Similarity, CrossEncoder, GenerateParse,
+           SetFit):
     register(_s)
 
 __all__ = ["Build", "Strategy", "REGISTRY", "register", "unregister", "get", "names", "parse_answer"]

@@ -97,6 +97,7 @@ class Strategy:
     lm_head: bool = False           # loads the causal LM with its LM head
     default_regime: str = "full"    # the regime that 'auto' resolves to
     multi_label: bool = False       # can score each label on its own (sigmoid per label) for multi-label data
+    few_shot: bool = False          # made for a few texts per class; bench runs it only when named
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
@@ -127,6 +128,12 @@ class Strategy:
 
     def freeze(self, module, regime: str) -> None:
         """After the regime is applied: freeze what must stay pretrained in this strategy."""
+
+    def prepare_body(self, module, encoder, items: list[dict], targets: list, params: dict,
+                     progress: bool) -> dict | None:
+        """Before the training loop: a phase of its own on the encoded training items (setfit's contrastive
+        tuning). Returns a summary for the model's history, or None when there is no such phase."""
+        return None
 
     def extra_metrics(self, module, num_classes: int) -> dict:
         """Strategy-specific entries for Metrics.extra after an evaluation."""
