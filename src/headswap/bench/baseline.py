@@ -11,12 +11,24 @@ from headswap.bench.report import _error_fields, _metric_fields
 BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"
 
 
-def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
-    """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split."""
+def tfidf_svm(seed: int = 0, multi_label: bool = False):
+    """The baseline's scikit-learn pipeline: TF-IDF word 1-2 grams + char_wb 2-5 grams (sublinear tf) and a
+    LinearSVC (C=1); for multi-label data one LinearSVC per label (one-vs-rest) on an indicator matrix."""
     from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.multiclass import OneVsRestClassifier
     from sklearn.pipeline import FeatureUnion, Pipeline
     from sklearn.svm import LinearSVC
 
+    features = FeatureUnion([
+        ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
+        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
+    ])
+    svm = LinearSVC(C=1.0, random_state=seed)
+    return Pipeline([("tfidf", features), ("svm", OneVsRestClassifier(svm) if multi_label else svm)])
+
+
+def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
+    """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split."""
     from headswap.metrics import metrics_from_predictions
 
     row = {"model": BASELINE_MODEL, "model_name": BASELINE_MODEL, "model_kind": "bag-of-n-grams",
@@ -28,11 +40,7 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
         try:
             labels = sorted(set(data.train.labels))
             index = {lab: i for i, lab in enumerate(labels)}
-            features = FeatureUnion([
-                ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
-                ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
-            ])
-            pipe = Pipeline([("tfidf", features), ("svm", LinearSVC(C=1.0, random_state=seed))])
+            pipe = tfidf_svm(seed)
             pipe.fit(data.train.texts, [index[v] for v in data.train.labels])
             train_s = time.perf_counter() - t0
             t1 = time.perf_counter()
