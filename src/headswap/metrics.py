@@ -19,8 +19,13 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den > 0)
 
 
+class _JSON:
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+
 @dataclass
-class Metrics:
+class Metrics(_JSON):
     labels: list[str]
     confusion: np.ndarray                     # rows = true class, columns = predicted class
     positive_label: str | None = None         # the class binary precision/recall/F1 is about
@@ -100,9 +105,6 @@ class Metrics:
             d["extra"] = self.extra
         return d
 
-    def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(), **kw)
-
     def report(self) -> str:
         width = max(12, *(len(lab) for lab in self.labels))
         lines = [f"{'':>{width}}  precision  recall     f1  support"]
@@ -159,7 +161,7 @@ MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "acc
 
 
 @dataclass
-class MultiLabelMetrics:
+class MultiLabelMetrics(_JSON):
     """Scores of predicted label sets against true ones, from (N, K) indicator matrices (scikit-learn's
     definitions: micro, macro, weighted and samples averages; accuracy is subset accuracy)."""
 
@@ -209,9 +211,6 @@ class MultiLabelMetrics:
         if self.extra:
             d["extra"] = self.extra
         return d
-
-    def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(), **kw)
 
     def report(self) -> str:
         d = self.to_dict()

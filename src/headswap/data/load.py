@@ -452,20 +452,24 @@ def _read_json_descriptions(source: str) -> dict[str, tuple[str, str]]:
 
 
 def _read_table_descriptions(source: str, delimiter: str) -> dict[str, tuple[str, str]]:
+    return _read_label_table(source, delimiter, "description", _check_description)
+
+
+def _read_label_table(source: str, delimiter: str, column: str, check) -> dict[str, tuple[object, str]]:
+    """A CSV/TSV file of `label,<column>` rows: {label: (check(value, where), where)}, one row per label."""
     source, text = _read_text(source)
     header, records = _read_table(source, text, delimiter)
-    li, di = _column_index(source, header, "label"), _column_index(source, header, "description")
-    if li is None:
-        raise _missing_column(source, "label", header)
-    if di is None:
-        raise _missing_column(source, "description", header)
-    given: dict[str, tuple[str, str]] = {}
+    li, vi = _column_index(source, header, "label"), _column_index(source, header, column)
+    for index, name in ((li, "label"), (vi, column)):
+        if index is None:
+            raise _missing_column(source, name, header)
+    given: dict[str, tuple[object, str]] = {}
     for line, fields in records:
         where = f"{source}, line {line}"
         label = _check_label(fields[li], where, "label")
         if label in given:
-            raise DataError(f"{where}: second description for label {label!r} (first at {given[label][1]})")
-        given[label] = (_check_description(fields[di], f"{where}, column 'description'"), where)
+            raise DataError(f"{where}: second {column} for label {label!r} (first at {given[label][1]})")
+        given[label] = (check(fields[vi], f"{where}, column {column!r}"), where)
     return given
 
 
@@ -533,17 +537,4 @@ def _check_weight(value: object, where: str) -> float:
 
 
 def _read_table_weights(source: str, delimiter: str) -> dict[str, tuple[float, str]]:
-    source, text = _read_text(source)
-    header, records = _read_table(source, text, delimiter)
-    li, wi = _column_index(source, header, "label"), _column_index(source, header, "weight")
-    for index, name in ((li, "label"), (wi, "weight")):
-        if index is None:
-            raise _missing_column(source, name, header)
-    given: dict[str, tuple[float, str]] = {}
-    for line, fields in records:
-        where = f"{source}, line {line}"
-        label = _check_label(fields[li], where, "label")
-        if label in given:
-            raise DataError(f"{where}: second weight for label {label!r} (first at {given[label][1]})")
-        given[label] = (_check_weight(fields[wi], f"{where}, column 'weight'"), where)
-    return given
+    return _read_label_table(source, delimiter, "weight", _check_weight)
