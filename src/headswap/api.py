@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
 from headswap.data.load import LabelledData, from_lists, load_class_weights, load_descriptions
-from headswap.data.multilabel import binarize, check_no_empty_sets, label_sets, to_sets, tune_thresholds
+from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics, metrics_from_logits
@@ -78,7 +78,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 raise ConfigError("class_weight is for single-label data; multi-label training does not take it yet")
             if params["metric"] in settings.BINARY_METRICS:
                 raise ConfigError(f"metric {params['metric']!r} scores the positive class of two-class data; for "
-                                  f"multi-label data use macro_f1, micro_f1, samples_f1, weighted_f1 or accuracy")
+                                  f"multi-label data use one of {', '.join(settings.MULTI_LABEL_METRICS)}")
         elif params["metric"] in settings.MULTI_LABEL_ONLY_METRICS:
             raise ConfigError(f"metric {params['metric']!r} is for multi-label data (multi_label=True); use "
                               f"macro_f1, weighted_f1 or accuracy")
@@ -159,14 +159,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if note:
             self.notes_.append(note)
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
-        t0 = time.perf_counter()
-        self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, y_train, params,
-                                                        self.progress)
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
                              "class_weight": [self.class_weight_[lab] for lab in labels] if self.class_weight_
                              else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
+        t0 = time.perf_counter()
+        self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, y_train, params,
+                                                        cfg)
         module, collate = self.module_, self.encoder_.collate
         if self.regime_ == "head-only" and module.feature_cacheable:
             # The frozen body gives each text the same features every epoch: compute them once. They are
@@ -194,8 +194,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if not self.multi_label:
             return from_lists(list(X), [str(v) for v in y], source)
         data = from_lists(list(X), None, source)
-        data.labels = label_sets(list(y), self.label_separator, lambda i: f"{source}, index {i}")
-        check_no_empty_sets(data.labels, lambda i: f"{source}, index {i}")
+        data.labels = list(y)
+        read_label_sets(data, self.label_separator, where=lambda i: f"{source}, index {i}")
         return data
 
     def _training_data(self, X, y) -> tuple[LabelledData, list[str]]:
@@ -204,7 +204,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         y = list(y)
         train = self._labelled(X, y, "training data")
         if self.multi_label:
-            labels = sorted({name for row in train.labels for name in row})
+            labels = label_names(train.labels)
             self.classes_ = np.array(labels, dtype=object)
             return train, labels
         # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's
@@ -215,7 +215,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return train, labels
 
     def _check_known(self, labels, what: str) -> None:
-        seen = {name for row in labels for name in row} if self.multi_label else set(labels)
+        seen = set(label_names(labels)) if self.multi_label else set(labels)
         unseen = sorted(seen - set(self.labels_))
         if unseen:
             raise HeadswapError(f"{what} labels never seen in training: {unseen}; known: {list(self.labels_)}")
@@ -228,12 +228,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return [index[v] for v in labels]
 
     # ---- after training: calibration and decision thresholds -------------------------------------
-    def _after_training(self, logits, y) -> None:
-        """On validation logits: fit the temperature (temperature_scaling), then, for multi-label data, each
-        label's decision threshold on the calibrated probabilities."""
+    def _after_training(self, logits, y, fit_temperature: bool | None = None) -> None:
+        """On validation logits: fit the temperature (when fit_temperature, default the temperature_scaling
+        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities."""
         from headswap import calibration
         logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
-        if self.temperature_scaling:
+        if self.temperature_scaling if fit_temperature is None else fit_temperature:
             if self.multi_label:
                 self.temperature_ = calibration.fit_label_temperatures(logits, y)
             else:
@@ -249,11 +249,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         data = self._labelled(X, y, "calibration data")
         self._check_known(data.labels, "calibration")
-        scaling, self.temperature_scaling = self.temperature_scaling, True
-        try:
-            self._after_training(self.decision_function(data.texts), self._targets(data.labels))
-        finally:
-            self.temperature_scaling = scaling
+        self._after_training(self.decision_function(data.texts), self._targets(data.labels), fit_temperature=True)
         return self
 
     def _probabilities(self, logits) -> np.ndarray:
@@ -262,13 +258,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         scaled = logits / torch.as_tensor(t if t is not None else 1.0, dtype=torch.float64)
         return (torch.sigmoid(scaled) if self.multi_label else torch.softmax(scaled, -1)).numpy()
 
-    def decide(self, probs: np.ndarray) -> list:
-        """Predicted labels from probabilities: a class each, or for multi-label data a tuple of the labels
-        whose probability reaches their threshold."""
-        if self.multi_label:
-            t = np.asarray(getattr(self, "thresholds_", None) or [0.5] * len(self.labels_))
-            return to_sets(probs >= t, list(self.classes_))
-        return list(self.classes_[np.asarray(probs).argmax(axis=1)])
+    def _chosen(self, probs: np.ndarray) -> np.ndarray:
+        """Multi-label: (N, K) booleans, each label's probability against its threshold (0.5 untuned)."""
+        return np.asarray(probs) >= np.asarray(getattr(self, "thresholds_", None) or [0.5] * len(self.labels_))
+
+    def decide(self, probs: np.ndarray) -> list[tuple]:
+        """Multi-label models: from predict_proba's output, a tuple per text of the labels whose probability
+        reaches their threshold."""
+        return to_sets(self._chosen(probs), list(self.classes_))
 
     def _on_features(self, train_items, y_train, val_items, y_val):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
@@ -321,7 +318,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def evaluate(self, X, y) -> Metrics:
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
         from headswap import calibration
-        from headswap.metrics import multi_label_metrics
+        from headswap.metrics import MultiLabelMetrics
         self._check_fitted()
         labels = list(self.labels_)
         data = self._labelled(X, y, "evaluation data")
@@ -332,8 +329,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         target = self._targets(data.labels)
         t = getattr(self, "temperature_", None)
         if self.multi_label:
-            scaled = logits / np.asarray(t if t is not None else 1.0)
-            m = multi_label_metrics(scaled, target, labels, getattr(self, "thresholds_", None))
+            m = MultiLabelMetrics(labels, target > 0.5, self._chosen(self._probabilities(logits)),
+                                  getattr(self, "thresholds_", None))
             cal = calibration.report_multi_label(logits, target, t)
         else:
             m = metrics_from_logits(torch.from_numpy(logits), target, labels, self.positive_label)
@@ -396,11 +393,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf.temperature_ = config.get("temperature")
         clf.thresholds_ = config.get("thresholds")
         clf.body_tuning_ = config.get("body_tuning")
-        for key in ("temperature", "thresholds"):
-            value = config.get(key)
-            if isinstance(value, list) and len(value) != len(clf.labels_):
-                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} is corrupt: {len(value)} {key} for "
-                                    f"{len(clf.labels_)} labels")
         clf.class_weight_ = params.get("class_weight") if isinstance(params.get("class_weight"), dict) else None
         return clf
 

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from headswap.errors import ConfigError
+from headswap.settings import MULTI_LABEL_METRICS
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -156,9 +157,6 @@ def metrics_from_logits(logits, y_true, labels: list[str], positive_label: str |
 
 
 # ---- multi-label ---------------------------------------------------------------------------------------------
-
-MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
-
 
 @dataclass
 class MultiLabelMetrics(_JSON):

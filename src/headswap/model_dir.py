@@ -63,6 +63,10 @@ def read_config(path: Path) -> dict:
     if th is not None and not (isinstance(th, list) and all(_positive(v) and v < 1 for v in th)):
         raise HeadswapError(f"{cfg_file} is corrupt: thresholds must be a list of numbers between 0 and 1 or null, "
                             f"got {th!r:.80}")
+    for key, value in (("temperature", t), ("thresholds", th)):
+        if isinstance(value, list) and len(value) != len(config.get("labels") or ()):
+            raise HeadswapError(f"{cfg_file} is corrupt: {len(value)} {key} for {len(config.get('labels') or ())} "
+                                f"labels")
     return config
 
 

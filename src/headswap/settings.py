@@ -22,6 +22,7 @@ METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "
            "macro_recall", "weighted_precision", "weighted_recall", "micro_f1", "samples_f1")
 BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
 MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
+MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
 
 
 def _strategy_names() -> tuple[str, ...]:

@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
     p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
     add_columns(p)
-    p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png and reliability_diagram.png (default: MODEL_DIR/eval)")
+    p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png (per_label_f1.png for multi-label "
+                   "models) and reliability_diagram.png (default: MODEL_DIR/eval)")
     p.add_argument("--limit", type=int_at_least(1), help="evaluate a stratified sample of this many texts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true")

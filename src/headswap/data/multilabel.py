@@ -93,12 +93,18 @@ def tune_thresholds(probs: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def read_label_sets(data, separator: str) -> list[str]:
-    """Turn a loaded file's labels into label sets in place (errors name the file and line); return the
-    sorted label names."""
-    data.labels = label_sets(data.labels, separator, data.where)
-    check_no_empty_sets(data.labels, data.where)
-    return sorted({name for row in data.labels for name in row})
+def label_names(sets: Sequence[tuple[str, ...]]) -> list[str]:
+    """The sorted names that occur in any label set."""
+    return sorted({name for row in sets for name in row})
+
+
+def read_label_sets(data, separator: str, where=None) -> list[str]:
+    """Turn loaded labels into label sets in place (errors name the row: data.where, or `where`); return
+    the sorted label names."""
+    where = where or data.where
+    data.labels = label_sets(data.labels, separator, where)
+    check_no_empty_sets(data.labels, where)
+    return label_names(data.labels)
 
 
 def check_eval_label_sets(known: Sequence[str], data, separator: str) -> None:

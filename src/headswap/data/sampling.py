@@ -39,11 +39,12 @@ def _per_class_split(labels: Sequence[str], idx: list[int], test_size: float, se
     return test
 
 
-def _by_key(data: LabelledData):
-    """Maps records chosen from a re-keyed copy of `data` back to `data`'s own records (and labels), by
-    their row numbers."""
+def _keyed(data: LabelledData, by: Sequence):
+    """A copy of `data` labelled with the keys `by`, and the function that maps records chosen from it back
+    to `data`'s own records (and labels), by their row numbers."""
     where = {row: i for i, row in enumerate(data.rows)}
-    return lambda part: _subset(data, [where[row] for row in part.rows])
+    keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
+    return keyed, lambda part: _subset(data, [where[row] for row in part.rows])
 
 
 def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
@@ -55,8 +56,7 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
     of the labels (multi-label data: each row's first label).
     """
     if by is not None:
-        keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
-        back = _by_key(data)
+        keyed, back = _keyed(data, by)
         return tuple(back(part) for part in stratified_split(keyed, test_size, seed))
     from sklearn.model_selection import train_test_split  # imported here: sklearn is slow to import
 
@@ -113,8 +113,8 @@ def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequ
     if n is None or n >= len(data):
         return data
     if by is not None:
-        keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
-        return _by_key(data)(stratified_subset(keyed, n, seed))
+        keyed, back = _keyed(data, by)
+        return back(stratified_subset(keyed, n, seed))
     if n < 1:
         raise ConfigError(f"a subset needs at least one record, got {n}")
     if not data.labels:

@@ -84,7 +84,7 @@ def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-PREDICTION_KEYS = ("row", "text", "label", "probabilities")    # "labels" instead of "label" for multi-label
+PREDICTION_KEYS = ("row", "text", "probabilities")   # and the answer: "label", or "labels" for multi-label models
 
 
 def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
@@ -103,10 +103,11 @@ def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
             record = None
-        if not isinstance(record, dict) or any(k not in record for k in PREDICTION_KEYS if k != "label") \
+        if not isinstance(record, dict) or any(k not in record for k in PREDICTION_KEYS) \
                 or not ("label" in record or "labels" in record):
             raise DataError(f"{out_path} line {number} is not a headswap prediction (a JSON object with "
-                            f"{', '.join(PREDICTION_KEYS)}); refusing to resume into it, nothing was changed")
+                            f"{', '.join(PREDICTION_KEYS)} and label or labels); refusing to resume into it, "
+                            f"nothing was changed")
     if keep < len(data) and not data[keep:].startswith(b'{"row":'):
         raise DataError(f"{out_path} ends in a line that is not a headswap prediction; refusing to resume into "
                         f"it, nothing was changed")
@@ -134,6 +135,7 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
     from tqdm.auto import tqdm
 
     labels = list(clf.labels_)
+    multi = getattr(clf, "multi_label", False)
     rows = iter(rows)
     written = 0
     # One truncation note for the whole stream, not one per chunk.
@@ -153,7 +155,6 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
                 encoder.quiet = False
             raise
         truncated += encoder.truncated if encoder is not None else 0
-        multi = getattr(clf, "multi_label", False)
         sets = clf.decide(probs) if multi else None
         for i, ((number, text), p) in enumerate(zip(chunk, probs)):
             answer = {"labels": [str(v) for v in sets[i]]} if multi else {"label": labels[int(p.argmax())]}

@@ -129,10 +129,10 @@ class Strategy:
     def freeze(self, module, regime: str) -> None:
         """After the regime is applied: freeze what must stay pretrained in this strategy."""
 
-    def prepare_body(self, module, encoder, items: list[dict], targets: list, params: dict,
-                     progress: bool) -> dict | None:
+    def prepare_body(self, module, encoder, items: list[dict], targets: list, params: dict, cfg) -> dict | None:
         """Before the training loop: a phase of its own on the encoded training items (setfit's contrastive
-        tuning). Returns a summary for the model's history, or None when there is no such phase."""
+        tuning); cfg is the loop's TrainConfig. Returns a summary for the model's history, or None when there
+        is no such phase."""
         return None
 
     def extra_metrics(self, module, num_classes: int) -> dict:

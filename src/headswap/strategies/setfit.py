@@ -45,15 +45,15 @@ class SetFit(EmbedMLP):
             module.extra_saved = ("body.",)    # tuned in prepare_body, then frozen: saved with the head
         return module
 
-    def prepare_body(self, module, encoder, items: list[dict], targets: list[int], params: dict,
-                     progress: bool) -> dict:
+    def prepare_body(self, module, encoder, items: list[dict], targets: list[int], params: dict, cfg) -> dict:
         """Phase one: contrastive tuning of the body on pairs of `items` (encoded texts). In the head-only
         regime the whole body tunes here (and is saved with the model); otherwise what the regime trains
         in the body does. Returns what it did, for the model's history."""
         import time
+        from dataclasses import replace
 
         from headswap.nn.classifier import PairCosine, collate_text_pairs
-        from headswap.train.loop import TrainConfig, fit
+        from headswap.train.loop import fit
 
         head_only = params["regime"] == "head-only"
         trainable = {n: p.requires_grad for n, p in module.named_parameters()}
@@ -62,14 +62,13 @@ class SetFit(EmbedMLP):
             p.requires_grad_(in_body and (head_only or trainable[name]))
         pairs = sample_pairs(list(targets), params["pair_iterations"], params["seed"])
         pair_items = [{"a": items[i]["input_ids"], "b": items[j]["input_ids"], "label": t} for i, j, t in pairs]
-        cfg = TrainConfig(epochs=1, batch_size=params["batch_size"], body_lr=params["body_lr"],
-                          head_lr=params["head_lr"], weight_decay=params["weight_decay"],
-                          warmup_ratio=params["warmup_ratio"], schedule=params["schedule"],
-                          max_grad_norm=params["max_grad_norm"], seed=params["seed"], progress=progress,
-                          keep_best=False)
+        # The run's own optimiser settings, for one pass over the pairs: no validation, checkpoints or class
+        # weights (pairs have targets, not classes), in plain shuffled order.
+        pair_cfg = replace(cfg, epochs=1, keep_best=False, checkpoint_dir=None, checkpoint_every=0, resume=False,
+                           class_weight=None, group_by_length=False)
         t0 = time.perf_counter()
-        result = fit(PairCosine(module), pair_items, lambda batch: collate_text_pairs(batch, encoder.pad_id), cfg,
-                     log=None)
+        result = fit(PairCosine(module), pair_items, lambda batch: collate_text_pairs(batch, encoder.pad_id),
+                     pair_cfg, log=None)
         for name, p in module.named_parameters():
             p.requires_grad_(trainable[name])
         return {"pairs": len(pair_items), "pair_loss": result.history[-1].train_loss,

@@ -161,7 +161,8 @@ def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch
 # Settings that change what training computes: a checkpoint written under other values cannot continue.
 RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
                "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight")
-_ADDED_LATER = {"group_by_length": False, "class_weight": None}   # what a checkpoint written before the key existed trained with
+# What a checkpoint written before a key existed trained with.
+_ADDED_LATER = {"group_by_length": False, "class_weight": None}
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
