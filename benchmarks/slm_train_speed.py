@@ -33,7 +33,7 @@ from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.bench.perf import matmul_peak_gflops  # noqa: E402
 from headswap.data.sampling import stratified_split  # noqa: E402
 from headswap.nn.dropout import BitsDropout  # noqa: E402
-from headswap.train.loop import EpochShuffle, TrainConfig, _length, fit  # noqa: E402
+from headswap.train.loop import EpochShuffle, TrainConfig, item_length, fit  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -63,7 +63,7 @@ def config(group: bool, batch_size: int, seed: int) -> TrainConfig:
 
 def padding(items, group: bool, batch_size: int) -> dict:
     """Real and padded tokens (text + suffix; the cached prefix is not padded) over one epoch's batches."""
-    lengths = [_length(it) for it in items]
+    lengths = [item_length(it) for it in items]
     order = EpochShuffle(len(items), 0, lengths if group else None, batch_size).order()
     real = padded = 0
     for s in range(0, len(order), batch_size):
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         set_dropout(module, kind, p)
         # FLOPs of the variant's epoch: its own batches (grouped or not), each step counted.
         cfg = config(group, bs, 1)
-        order = EpochShuffle(len(items), cfg.seed, [_length(i) for i in items] if group else None, bs).order()
+        order = EpochShuffle(len(items), cfg.seed, [item_length(i) for i in items] if group else None, bs).order()
         ordered = [items[i] for i in order]
         flops = sum(step_flops(module, ordered[s:s + bs], collate, bs) for s in range(0, len(ordered), bs))
         med = statistics.median(times[name])
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
             _, kind, group, bs = VARIANTS[name]
             set_dropout(module, kind, p)
             cfg = config(group, bs, 1)
-            order = EpochShuffle(len(items), 1, [_length(i) for i in items] if group else None, bs).order()
+            order = EpochShuffle(len(items), 1, [item_length(i) for i in items] if group else None, bs).order()
             profiles[name] = profile_step(module, [items[i] for i in order], collate, bs, rank)
 
     out = {

@@ -46,6 +46,7 @@ TEXT_CASES = {
     ("bench", "--out"): ["{file}"], ("bench", "--prompt"): ["@missing-prompt.txt"],
     ("bench", "--descriptions"): ["missing-descriptions.csv"], ("bench", "--class-weight"): ["missing.json"],
     ("serve", "--model-dir"): ["nope"], ("serve", "--api-key"): [""],
+    ("export", "--model-dir"): ["nope", "{dir}"], ("export", "--out"): ["{file}"],
     ("demo", "--json"): ["{dir}"],
 }
 NO_BAD_VALUE = {
@@ -129,6 +130,7 @@ def _base(command: str, w: dict) -> list[str]:
         "bench": ["bench", "--data", w["data"], "--model", w["enc"], "--strategies", "encoder-mlp", "--out", w["out"],
                   "-q"],
         "serve": ["serve", "--model-dir", w["model"]],
+        "export": ["export", "--model-dir", w["model"], "--out", w["out"]],
     }[command]
 
 
@@ -137,6 +139,7 @@ def guarded(monkeypatch):
     import uvicorn
 
     import headswap.bench.run
+    import headswap.export
     import headswap.teach.demo
 
     def started(*a, **kw):
@@ -145,6 +148,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(TextClassifier, "fit", started)
     monkeypatch.setattr(headswap.bench.run, "run_bench", started)
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
+    monkeypatch.setattr(headswap.export, "_write", started)
     monkeypatch.setattr(uvicorn, "run", started)
 
 

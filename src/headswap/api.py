@@ -116,6 +116,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             model_dir.load_weights(module, weights)
         self.model_spec_, self.tokenizer_, self.encoder_, self.prompt_ = spec, tokenizer, b.encoder, b.prompt
         self.saved_, self.module_ = b.saved, module
+        self.runtime_, self.param_counts_ = "torch", None
         for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
             setattr(self, key + "_", value)
 
@@ -290,6 +291,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
         self.module_.start_predict()
+        if self.runtime_ == "onnx":
+            return self.module_.predict(items, self.encoder_.collate, self.eval_batch_size, self.progress)
         logits = predict_logits(self.module_, items, self.encoder_.collate, self.eval_batch_size,
                                 progress=self.progress, desc="predict")
         return logits.numpy()
@@ -343,15 +346,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def summary(self) -> dict:
         self._check_fitted()
         return {"strategy": self.strategy, "model": self.model, "regime": self.regime_,
-                "trainable_params": count_parameters(self.module_) if self.epochs else 0,
-                "total_params": count_parameters(self.module_, trainable_only=False),
+                **(self.param_counts_ or self._param_counts()), "runtime": self.runtime_,
                 "train_seconds": getattr(self, "train_seconds_", 0.0)}
+
+    def _param_counts(self) -> dict:
+        return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
+                "total_params": count_parameters(self.module_, trainable_only=False)}
 
     # ---- save / load -------------------------------------------------------------------------------
     def save(self, path) -> Path:
         from headswap.models import model_reference_for_config
 
         self._check_fitted()
+        if self.runtime_ != "torch":
+            raise HeadswapError(f"this classifier runs on {self.runtime_}; save() writes torch weights: load it with "
+                                f"runtime='torch' to save it (an exported directory is a saved model already)")
         params = self.get_params()
         if getattr(self, "class_weight_", None) is not None:
             params["class_weight"] = self.class_weight_    # the weights used, whatever file or rule gave them
@@ -369,9 +378,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return model_dir.write(Path(path), config, self.module_, self.summary())
 
     @classmethod
-    def load(cls, path, progress: bool | None = None) -> "TextClassifier":
+    def load(cls, path, progress: bool | None = None, runtime: str = "auto") -> "TextClassifier":
+        """A saved classifier. runtime (headswap.runtime.RUNTIMES): auto runs an exported directory's ONNX
+        graph and any other on torch; torch-int8 quantizes the Linear layers at load."""
+        from headswap import runtime as runtimes
         path = Path(path)
         config = model_dir.read_config(path)
+        which = runtimes.resolve(runtime, config, path)
         params = {k: v for k, v in config["params"].items() if k in settings.defaults()}
         base = config.get("base_model") or {}
         if base.get("ref") and not base.get("builtin"):
@@ -381,13 +394,20 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # A reloaded model does not continue its training run: refitting it starts afresh.
         params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
-        weights = model_dir.read_weights(path)
         clf.labels_ = list(config["labels"])
         values = config.get("label_values") or clf.labels_
         clf.classes_ = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
         clf.descriptions_ = config["descriptions"]
-        torch.manual_seed(clf.seed)
-        clf._build(clf.labels_, clf.descriptions_, weights=weights)
+        if which == "onnx":
+            clf._load_onnx(path, config["export"])
+        else:
+            weights = model_dir.read_weights(path)
+            torch.manual_seed(clf.seed)
+            clf._build(clf.labels_, clf.descriptions_, weights=weights)
+            if which == "torch-int8":
+                clf.param_counts_ = clf._param_counts()
+                clf.module_ = runtimes.quantize_torch(clf.module_)
+        clf.runtime_ = which
         clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
         clf.evaluation_ = config.get("evaluation")
         clf.temperature_ = config.get("temperature")
@@ -396,6 +416,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf.class_weight_ = params.get("class_weight") if isinstance(params.get("class_weight"), dict) else None
         return clf
 
+    def _load_onnx(self, path: Path, export: dict) -> None:
+        """The exported graph and its tokenizer; the base model's weights are not loaded."""
+        from transformers import AutoTokenizer
+
+        from headswap.runtime import OnnxRunner
+        from headswap.text.encoding import TextEncoder
+        self.module_ = OnnxRunner(path, export, len(self.labels_))
+        try:
+            self.tokenizer_ = AutoTokenizer.from_pretrained(str(path / export["tokenizer"]))
+        except (OSError, ValueError, KeyError) as e:
+            raise HeadswapError(f"{path / str(export.get('tokenizer'))}: the exported tokenizer cannot be read "
+                                f"({str(e).splitlines()[0][:200]})") from None
+        self.encoder_ = TextEncoder(self.tokenizer_, **export["encoder"])
+        self.param_counts_ = self.module_.summary
+        self.model_spec_, self.prompt_, self.saved_, self.lora_ = None, None, {}, None
 
 def _stderr_line(msg: str) -> None:
     print(msg, file=sys.stderr)

@@ -1,7 +1,9 @@
-"""Atomic writes: a file or a folder is either the old one or the complete new one, never half-written."""
+"""Atomic writes: a file or a folder is either the old one or the complete new one, never half-written; and
+the hash that later tells whether a written file is still the one written."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from contextlib import contextmanager
@@ -49,3 +51,11 @@ def replace_dir(out, write: Callable[[Path], object]) -> Path:
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
     return given
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

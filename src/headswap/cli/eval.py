@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
-from headswap.cli.options import check_output_dir, int_at_least
+from headswap.cli.options import add_runtime, check_output_dir, int_at_least
 from headswap.errors import DataError
 
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and reliability PNGs"
@@ -16,6 +16,7 @@ HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
+    add_runtime(p)
     p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
     add_columns(p)
     p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png (per_label_f1.png for multi-label "
@@ -42,7 +43,7 @@ def run(args) -> int:
     else:
         path = files["train"]
     data = subsample(load(path, args), args.limit, args.seed)
-    clf = TextClassifier.load(args.model_dir, progress=not args.quiet)
+    clf = TextClassifier.load(args.model_dir, progress=not args.quiet, runtime=args.runtime)
     if clf.multi_label:
         from headswap.data.multilabel import check_eval_label_sets
         check_eval_label_sets(list(clf.labels_), data, clf.label_separator)

@@ -117,6 +117,11 @@ def read_text_arg(value: str | None) -> str | None:
     return value
 
 
+def add_runtime(parser: argparse.ArgumentParser) -> None:
+    from headswap.runtime import RUNTIME_HELP, RUNTIMES
+    parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help=RUNTIME_HELP)
+
+
 # ---- checks a command runs before anything heavy (data, models, training) -------------------------------------
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns
-from headswap.cli.options import int_at_least
+from headswap.cli.options import add_runtime, int_at_least
 from headswap.errors import HeadswapError
 
 HELP = "classify texts with a saved classifier; JSON lines out"
@@ -16,6 +16,7 @@ HELP = "classify texts with a saved classifier; JSON lines out"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True)
+    add_runtime(p)
     p.add_argument("texts", nargs="*", help="texts to classify (default: --data, else one text per stdin line)")
     p.add_argument("--data", help="a CSV/TSV/JSONL file with a text column; read as a stream")
     add_columns(p, label=False)
@@ -51,7 +52,7 @@ def run(args) -> int:
     else:
         rows = stdin_texts()
     rows = skip_done(rows, skip, last)
-    clf = TextClassifier.load(args.model_dir, progress=False)
+    clf = TextClassifier.load(args.model_dir, progress=False, runtime=args.runtime)
     if out_path:
         if skip:
             print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from headswap.cli.options import float_at_least, int_at_least
+from headswap.cli.options import add_runtime, float_at_least, int_at_least
 from headswap.errors import HeadswapError
 from headswap.serve import API_KEY_ENV, DEFAULTS
 
@@ -25,6 +25,7 @@ def _port(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train` (loaded once)")
+    add_runtime(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but "
                    f"/health (default: the {API_KEY_ENV} environment variable; unset: no authentication)")
@@ -45,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="most characters per text (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int_at_least(1), default=DEFAULTS["max_body_bytes"],
                    help="largest request body (default %(default)s)")
-    p.add_argument("--threads", type=int_at_least(1), help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--threads", type=int_at_least(1), help="torch intra-op threads (default: torch's choice; ONNX Runtime takes its own)")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug", "trace"],
                    default="info")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
@@ -66,7 +67,7 @@ def run(args) -> int:
     app = create_app(args.model_dir, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
                      max_texts_per_request=args.max_texts, max_text_chars=args.max_text_chars,
                      max_body_bytes=args.max_body_bytes, batching=not args.no_batching, api_key=api_key,
-                     max_concurrent_per_client=args.max_concurrent_per_client)
+                     max_concurrent_per_client=args.max_concurrent_per_client, runtime=args.runtime)
     if args.host not in LOOPBACK and not api_key:
         print(f"warning: binding {args.host}: the API has no authentication (--api-key) and is reachable from "
               "other machines", file=sys.stderr)

@@ -98,6 +98,19 @@ class SimilarityClassifier(ClassifierModule):
         return self.use_prototypes and super().feature_cacheable
 
 
+class FixedClassEmbeddings(nn.Module):
+    """A similarity classifier with its K class embeddings computed once and stored: what export traces, so
+    that the exported graph embeds the texts only."""
+
+    def __init__(self, classifier: SimilarityClassifier, classes: torch.Tensor):
+        super().__init__()
+        self.classifier = classifier
+        self.register_buffer("classes", classes)
+
+    def forward(self, input_ids, attention_mask, **kw):
+        return self.classifier.head.score(self.classifier.features(input_ids, attention_mask, **kw), self.classes)
+
+
 class CrossEncoderClassifier(ClassifierModule):
     """K passes per text: batch rows are (text, description) pairs, grouped K at a time."""
 

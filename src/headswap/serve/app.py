@@ -421,10 +421,10 @@ def _describe_error(err: dict, max_texts: int, max_chars: int) -> str:
     return f"{_loc(loc)}: {err.get('msg', 'invalid')}"
 
 
-def _load_classifier(clf_or_model_dir):
+def _load_classifier(clf_or_model_dir, runtime: str = "auto"):
     if isinstance(clf_or_model_dir, (str, os.PathLike)):
         from headswap.api import TextClassifier
-        return TextClassifier.load(clf_or_model_dir, progress=False), str(Path(clf_or_model_dir))
+        return TextClassifier.load(clf_or_model_dir, progress=False, runtime=runtime), str(Path(clf_or_model_dir))
     clf = clf_or_model_dir
     for attr in ("predict_proba", "labels_"):
         if not hasattr(clf, attr):
@@ -441,10 +441,11 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                max_text_chars: int = DEFAULTS["max_text_chars"], max_body_bytes: int = DEFAULTS["max_body_bytes"],
                batching: bool = True, api_key: str | None = None,
                max_concurrent_per_client: int = DEFAULTS["max_concurrent_per_client"],
-               max_json_depth: int = DEFAULTS["max_json_depth"]):
+               max_json_depth: int = DEFAULTS["max_json_depth"], runtime: str = "auto"):
     """A FastAPI app serving one classifier: a fitted TextClassifier, or a directory written by ``save``
     (loaded here, once). ``app.state.classifier`` and ``app.state.batcher`` hold both; see the module doc.
-    A classifier passed in has its progress bars switched off (no tqdm bar per request)."""
+    A classifier passed in has its progress bars switched off (no tqdm bar per request); a directory is loaded
+    with `runtime` (headswap.runtime.RUNTIMES)."""
     _require_web_stack()
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -457,7 +458,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                         ("max_body_bytes", max_body_bytes), ("max_json_depth", max_json_depth)):
         if int(value) < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
-    clf, model_dir = _load_classifier(clf_or_model_dir)
+    clf, model_dir = _load_classifier(clf_or_model_dir, runtime)
     labels = [str(v) for v in clf.labels_]
     multi_label = bool(getattr(clf, "multi_label", False))
     strategy, model_name = str(getattr(clf, "strategy", "")), str(getattr(clf, "model", ""))

@@ -98,6 +98,7 @@ class Strategy:
     default_regime: str = "full"    # the regime that 'auto' resolves to
     multi_label: bool = False       # can score each label on its own (sigmoid per label) for multi-label data
     few_shot: bool = False          # made for a few texts per class; bench runs it only when named
+    exportable: bool = False        # `headswap export` can write it as an ONNX graph (encoder bodies)
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
@@ -138,6 +139,10 @@ class Strategy:
     def extra_metrics(self, module, num_classes: int) -> dict:
         """Strategy-specific entries for Metrics.extra after an evaluation."""
         return {}
+
+    def export_module(self, module):
+        """What `headswap export` traces: a module mapping the encoder's batch tensors to (B, K) logits."""
+        return module
 
     def passes_per_text(self, num_classes: int) -> str:
         """Forward passes per text at inference, as the benchmark reports it."""

@@ -10,6 +10,7 @@ class CrossEncoder(Strategy):
     name = "cross-encoder"
     description = "(text, class description) pairs scored by an encoder, one pass per class"
     encoder_only = True
+    exportable = True
 
     def text_encoder(self, b: Build):
         from headswap.text.encoding import TextEncoder

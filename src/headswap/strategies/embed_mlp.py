@@ -16,6 +16,7 @@ class EmbedMLP(Strategy):
     description = "bidirectional encoder, mean or CLS pooling, MLP head"
     encoder_only = True
     multi_label = True
+    exportable = True
 
     def build(self, b: Build):
         from headswap.nn.classifier import Classifier
@@ -32,6 +33,7 @@ class CausalEmbeddingMLP(EmbedMLP):
     encoder_only = False
     needs_causal = True
     default_regime = "lora"
+    exportable = False
 
 
 class SLMHiddenMLP(EmbedMLP):
@@ -41,6 +43,7 @@ class SLMHiddenMLP(EmbedMLP):
     needs_causal = True
     prompted = True
     default_regime = "lora"
+    exportable = False
 
     def text_encoder(self, b: Build):
         return b.prompt_encoder()

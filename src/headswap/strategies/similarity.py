@@ -12,6 +12,7 @@ class Similarity(Strategy):
     description = "bi-encoder cosine similarity between the text and each class description"
     zero_shot = True
     multi_label = True
+    exportable = True
 
     def text_encoder(self, b: Build):
         return b.plain_encoder(instruction=False)
@@ -35,3 +36,11 @@ class Similarity(Strategy):
     def freeze(self, module, regime: str) -> None:
         if not module.use_prototypes:
             module.head.prototypes.requires_grad_(False)
+
+    def export_module(self, module):
+        import torch
+
+        from headswap.nn.classifier import FixedClassEmbeddings
+        with torch.inference_mode():
+            classes = module.class_embeddings().clone()
+        return FixedClassEmbeddings(module, classes)

@@ -41,7 +41,6 @@ would hide that.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -55,6 +54,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from headswap.atomic import sha256_of
 from headswap.errors import HeadswapError
 
 FORMAT, FORMAT_VERSION = "headswap-checkpoint", 1
@@ -109,14 +109,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _jsonable(v):
     if isinstance(v, (np.integer, np.floating, np.bool_)):
         return v.item()
@@ -151,7 +143,7 @@ def write_checkpoint(root, meta: dict, trainable: dict[str, torch.Tensor], optim
         for name, write in writers.items():
             write(tmp / name)
             _fsync_file(tmp / name)
-            files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
+            files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": sha256_of(tmp / name)}
         marker = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta, "files": files}
         with open(tmp / MARKER, "x", encoding="utf-8") as f:   # the marker last: it declares the rest complete
             f.write(json.dumps(marker, indent=1, default=_jsonable))
@@ -238,7 +230,7 @@ def _inspect(path: Path) -> tuple[dict | None, list[str]]:
             problems.append(f"{name}: missing")
         elif f.stat().st_size != want.get("bytes"):
             problems.append(f"{name}: {f.stat().st_size} bytes, {MARKER} says {want.get('bytes')}")
-        elif _sha256(f) != want.get("sha256"):
+        elif sha256_of(f) != want.get("sha256"):
             problems.append(f"{name}: sha256 does not match {MARKER}")
     if problems:
         raise CheckpointError(f"checkpoint {path} is corrupt: " + "; ".join(problems))

@@ -107,7 +107,8 @@ def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
 
 
-def _length(item) -> int:
+def item_length(item) -> int:
+    """Tokens in an encoded item (its longest pair for the cross-encoder): what batches are grouped by."""
     if isinstance(item, dict):
         if "input_ids" in item:
             return len(item["input_ids"])
@@ -124,7 +125,7 @@ def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_s
     Items are run in order of length, so each batch is padded only to its own longest text, and the
     rows are put back in input order at the end.
     """
-    order = sorted(range(len(items)), key=lambda i: _length(items[i]))
+    order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
     logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
     if len(logits) == 0:
         return logits
@@ -358,7 +359,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     groups = _param_groups(model, cfg)
     trainable = sum(p.numel() for g in groups for p in g["params"])
     optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-    lengths = [_length(item) for item in train_items] if cfg.group_by_length else None
+    lengths = [item_length(item) for item in train_items] if cfg.group_by_length else None
     sampler = EpochShuffle(len(train_items), cfg.seed, lengths, cfg.batch_size)
     loader = DataLoader(train_items, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate)
     # Steps counted on the un-sharded loader: accelerate advances the scheduler once per process.

@@ -1,0 +1,143 @@
+"""`headswap export`: a saved classifier as an ONNX graph (optionally int8), in a model directory that
+TextClassifier.load, predict, eval and serve run with ONNX Runtime.
+
+The exported directory is the source directory (config, torch weights, model card) plus model.onnx, the
+tokenizer and an "export" entry in headswap_config.json: what the graph takes, its sha256, the text encoder's
+settings, and how far its logits were from torch's on check texts. Nothing of the source is lost: the same
+directory still loads with runtime='torch'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+from headswap import model_dir
+from headswap.atomic import sha256_of
+from headswap.errors import HeadswapError
+from headswap.runtime import OnnxRunner, import_onnxruntime
+
+FORMATS = ("onnx",)
+QUANTIZE = ("none", "int8")
+ONNX_FILE, TOKENIZER_DIR = "model.onnx", "tokenizer"
+# Traced with a batch of two different lengths (a dimension of 1 would be fixed in the graph); checked on
+# three others, so that a shape baked into the graph shows up as a wrong answer here, not in use.
+TRACE_TEXTS = ["an example text to trace the graph with", "a shorter one"]
+CHECK_TEXTS = ["check", "a text of middling length, with punctuation!", "and a third, longer text that the "
+               "exported graph must score exactly as torch does, word for word"]
+# fp32 ONNX Runtime kernels reorder sums: logits agree to ~1e-6. A larger gap means a wrong graph.
+FP32_TOLERANCE = 1e-3
+
+
+def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> dict:
+    """Export the classifier saved in model_dir_path to the new directory `out`; returns the "export" entry."""
+    from headswap.api import TextClassifier
+    if fmt not in FORMATS:
+        raise HeadswapError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if quantize not in QUANTIZE:
+        raise HeadswapError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
+    src, out = Path(model_dir_path), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise HeadswapError(f"--out {out} exists and is not an empty directory; give a new one")
+    ort = import_onnxruntime()
+    clf = TextClassifier.load(src, progress=False, runtime="torch")
+    strategy, kind = clf.strategy_, clf.model_spec_.kind
+    if not strategy.exportable or kind != "encoder":
+        from headswap.strategies import names
+        raise HeadswapError(f"strategy {strategy.name!r} on a {kind} model cannot be exported; exportable: "
+                            f"{', '.join(names(exportable=True))} on encoder models")
+    module = strategy.export_module(clf.module_).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        entry = _write(clf, module, src, out, fmt, quantize, ort)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)    # no half-written export left to be mistaken for one
+        raise
+    config = json.loads((src / model_dir.CONFIG_FILE).read_text())
+    config["export"] = entry
+    (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
+    return entry
+
+
+def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> dict:
+    """The graph (checked against torch), the tokenizer and the source's weights and card, in `out`."""
+    import torch
+    trace = _batch(clf.encoder_, TRACE_TEXTS)
+    inputs = list(trace)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        fp32 = Path(tmp) / ONNX_FILE
+        _trace(module, inputs, trace, fp32)
+        if quantize == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+            # ONNX Runtime's recommended step before quantizing (shapes, constant folding); its symbolic
+            # shape inference does not follow torch.export's dynamic dimensions, and is not needed here.
+            ready = Path(tmp) / "preprocessed.onnx"
+            quant_pre_process(str(fp32), str(ready), skip_symbolic_shape=True)
+            quantize_dynamic(str(ready), str(out / ONNX_FILE), weight_type=QuantType.QInt8)
+        else:
+            shutil.move(fp32, out / ONNX_FILE)
+    clf.tokenizer_.save_pretrained(out / TOKENIZER_DIR)
+    for name in (model_dir.WEIGHTS_FILE, model_dir.CARD_FILE):
+        if (src / name).is_file():
+            shutil.copy2(src / name, out / name)
+    encoder = {f.name: getattr(clf.encoder_, f.name) for f in dataclasses.fields(clf.encoder_)
+               if f.init and f.name not in ("tokenizer", "prompt")}
+    entry = {"format": fmt, "file": ONNX_FILE, "quantize": quantize, "inputs": inputs, "tokenizer": TOKENIZER_DIR,
+             "encoder": encoder, "sha256": sha256_of(out / ONNX_FILE), "bytes": (out / ONNX_FILE).stat().st_size,
+             "summary": {k: v for k, v in clf.summary().items() if k.endswith("_params")},
+             "source": str(src), "torch": torch.__version__, "onnxruntime": ort.__version__}
+    runner = OnnxRunner(out, entry, len(clf.labels_))
+    check = _batch(clf.encoder_, CHECK_TEXTS)
+    with torch.inference_mode():
+        expected = module(**check).float().numpy()
+    got = runner.session.run(None, {k: v.numpy() for k, v in check.items()})[0]
+    entry["check"] = {"texts": len(CHECK_TEXTS), "max_abs_logit_diff": float(abs(got - expected).max()),
+                      "same_labels": bool((got.argmax(1) == expected.argmax(1)).all())}
+    if quantize == "none" and entry["check"]["max_abs_logit_diff"] > FP32_TOLERANCE:
+        raise HeadswapError(f"the exported graph's logits differ from torch's by "
+                            f"{entry['check']['max_abs_logit_diff']:.2g} (> {FP32_TOLERANCE}); nothing was written")
+    return entry
+    config = json.loads((src / model_dir.CONFIG_FILE).read_text())
+    config["export"] = entry
+    (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
+    return entry
+
+
+def _batch(encoder, texts: list[str]) -> dict:
+    batch = encoder.collate(encoder.encode(texts))
+    batch.pop("labels", None)
+    return batch
+
+
+def _trace(module, inputs: list[str], batch: dict, path: Path) -> None:
+    import torch
+
+    class Positional(torch.nn.Module):
+        """The batch as positional arguments (the graph's inputs, in the collate order)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra)
+
+    if inputs != ["input_ids", "attention_mask", "token_type_ids"][:len(inputs)]:
+        raise HeadswapError(f"cannot export a model whose batches hold {inputs}")
+    dims = {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        try:
+            torch.onnx.export(Positional(module), tuple(batch[k] for k in inputs), str(path), dynamo=True,
+                              input_names=inputs, output_names=["logits"], external_data=False, verbose=False,
+                              dynamic_shapes={k: dims for k in inputs})
+        except Exception as e:   # torch.export's errors are long; the first line says what failed
+            raise HeadswapError(f"ONNX export failed: {str(e).splitlines()[0][:300]}") from None

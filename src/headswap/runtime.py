@@ -1,0 +1,95 @@
+"""Where a saved classifier's forward pass runs: torch (as trained), torch with its Linear layers quantized to
+int8 at load time, or ONNX Runtime on the graph `headswap export` wrote (no torch module in the hot path:
+torch only pads the token ids, which ONNX Runtime reads without a copy)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from headswap.atomic import sha256_of
+from headswap.errors import ConfigError, HeadswapError
+
+RUNTIMES = ("auto", "torch", "torch-int8", "onnx")
+RUNTIME_HELP = ("where the forward pass runs: auto (onnx when the directory holds a `headswap export`, else "
+                "torch), torch, torch-int8 (Linear layers quantized to int8 at load), onnx")
+
+
+def resolve(runtime: str, config: dict, path: Path) -> str:
+    """The runtime to use for a saved model directory, given the one asked for."""
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
+    exported = config.get("export")
+    if runtime == "auto":
+        return "onnx" if exported else "torch"
+    if runtime == "onnx" and not exported:
+        raise HeadswapError(f"{path} holds no ONNX export; write one with: headswap export --model-dir {path} "
+                            f"--out DIR")
+    return runtime
+
+
+def quantize_torch(module):
+    """Dynamic int8 quantization of every nn.Linear (weights int8, activations quantized per batch)."""
+    import torch
+    with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import quantize_dynamic
+        return quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def import_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise HeadswapError("ONNX Runtime is not installed: pip install 'headswap[onnx]' (or onnxruntime)") from None
+    return onnxruntime
+
+
+class OnnxRunner:
+    """An exported classifier graph in an ONNX Runtime session: batches of token ids -> (N, K) logits."""
+
+    def __init__(self, path: Path, export: dict, num_labels: int, threads: int | None = None):
+        ort = import_onnxruntime()
+        file = path / str(export.get("file", ""))
+        if not file.is_file():
+            raise HeadswapError(f"{file} is missing; the exported model directory is incomplete")
+        if export.get("sha256") and sha256_of(file) != export["sha256"]:
+            raise HeadswapError(f"{file} does not match {path}/headswap_config.json (its sha256 differs): the file "
+                                f"was changed or replaced after export; export the model again")
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        try:
+            self.session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        except Exception as e:   # onnxruntime raises its own error types for unreadable graphs
+            raise HeadswapError(f"{file} cannot be read by ONNX Runtime ({str(e).splitlines()[0][:200]}); "
+                                f"export the model again") from None
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        if self.inputs != list(export.get("inputs", [])):
+            raise HeadswapError(f"{file} takes inputs {self.inputs}, its config says {export.get('inputs')}; "
+                                f"export the model again")
+        width = self.session.get_outputs()[0].shape[-1]
+        if isinstance(width, int) and width != num_labels:
+            raise HeadswapError(f"{file} gives {width} logits per text for {num_labels} labels; export the model "
+                                f"again")
+        self.num_labels = num_labels
+        self.summary = dict(export.get("summary") or {})
+
+    def start_predict(self) -> None:
+        """As ClassifierModule.start_predict: nothing is counted per call."""
+
+    def predict(self, items: list[dict], collate, batch_size: int, progress: bool = False,
+                desc: str = "predict"):
+        """(N, K) float32 logits in the order of `items`; batches are formed in order of length, as the torch
+        path does, so each is padded only to its own longest text."""
+        import numpy as np
+        from tqdm.auto import tqdm
+
+        from headswap.train.loop import item_length
+        order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
+        out = np.empty((len(items), self.num_labels), dtype=np.float32)
+        for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, leave=False):
+            rows = order[start:start + batch_size]
+            batch = collate([items[i] for i in rows])
+            out[rows] = self.session.run(None, {n: batch[n].numpy() for n in self.inputs})[0]
+        return out

@@ -1,0 +1,204 @@
+"""ONNX export and the runtimes: an exported classifier gives the labels and (fp32) the probabilities of the
+original; torch-int8 and ONNX int8 run; damaged or mismatched exports, and what cannot be exported, are one
+clear error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tiny_models import make_tiny_causal, make_tiny_encoder
+
+from headswap import TextClassifier
+from headswap.errors import HeadswapError
+from headswap.export import FP32_TOLERANCE, export
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+pytest.importorskip("onnxruntime")
+
+TEXTS = ["win cash now", "free call now", "see you at noon", "ok home", "urgent prize", "running late"] * 3
+LABELS = ["spam", "spam", "ham", "ham", "spam", "ham"] * 3
+NEW = ["win a free prize now", "see you", "call me when you are free ok", "late"]
+# Softmax of logits that agree to FP32_TOLERANCE: probabilities agree at least as closely.
+PROBA_TOLERANCE = FP32_TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    enc = make_tiny_encoder(root / "enc")
+    out = {"root": root, "enc": enc}
+    for name, kw in {"mlp": {}, "similarity": {"strategy": "similarity"},
+                     "cross": {"strategy": "cross-encoder"}}.items():
+        clf = TextClassifier(model=str(enc), epochs=1, progress=False, eval_fraction=0, **kw).fit(TEXTS, LABELS)
+        # A temperature, so that the exported directory's predict_proba is seen to apply it.
+        clf.temperature_ = 1.7
+        out[name] = clf.save(root / name)
+        out[name + "-onnx"] = root / f"{name}-onnx"
+        export(out[name], out[name + "-onnx"])
+    return out
+
+
+@pytest.mark.parametrize("name", ["mlp", "similarity", "cross"])
+def test_exported_model_predicts_like_the_original(models, name):
+    original = TextClassifier.load(models[name])
+    exported = TextClassifier.load(models[name + "-onnx"])
+    assert original.runtime_ == "torch" and exported.runtime_ == "onnx"
+    assert list(exported.predict(NEW)) == list(original.predict(NEW))
+    p, q = exported.predict_proba(NEW), original.predict_proba(NEW)
+    assert p.shape == (len(NEW), 2)
+    assert np.abs(p - q).max() < PROBA_TOLERANCE
+    assert exported.temperature_ == 1.7
+    # The exported directory still holds the torch model: runtime='torch' loads it.
+    again = TextClassifier.load(models[name + "-onnx"], runtime="torch")
+    assert again.runtime_ == "torch" and np.abs(again.predict_proba(NEW) - q).max() < 1e-6
+
+
+def test_export_records_its_check_and_the_summary(models):
+    config = json.loads((models["mlp-onnx"] / "headswap_config.json").read_text())
+    entry = config["export"]
+    assert entry["inputs"] == ["input_ids", "attention_mask"] and entry["quantize"] == "none"
+    assert entry["check"]["same_labels"] and entry["check"]["max_abs_logit_diff"] < FP32_TOLERANCE
+    exported, original = TextClassifier.load(models["mlp-onnx"]), TextClassifier.load(models["mlp"])
+    s, t = exported.summary(), original.summary()
+    assert s["runtime"] == "onnx" and s["total_params"] == t["total_params"] > 0
+    cross = json.loads((models["cross-onnx"] / "headswap_config.json").read_text())["export"]
+    assert cross["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def test_exported_model_evaluates(models):
+    m = TextClassifier.load(models["mlp-onnx"]).evaluate(TEXTS, LABELS)
+    ref = TextClassifier.load(models["mlp"]).evaluate(TEXTS, LABELS)
+    assert m.f1() == pytest.approx(ref.f1()) and m.extra["runtime"] == "onnx"
+
+
+def test_multi_label_model_exports(models):
+    sets = ["spam|urgent", "spam", "ham", "ham|late", "spam|urgent", "ham|late"] * 3
+    clf = TextClassifier(model=str(models["enc"]), multi_label=True, epochs=1, progress=False,
+                         eval_fraction=0).fit(TEXTS, sets)
+    clf.thresholds_ = [0.4, 0.5, 0.6, 0.45]
+    src = clf.save(models["root"] / "multi")
+    export(src, models["root"] / "multi-onnx")
+    exported = TextClassifier.load(models["root"] / "multi-onnx")
+    assert exported.runtime_ == "onnx" and exported.thresholds_ == clf.thresholds_
+    assert exported.predict(NEW) == clf.predict(NEW)
+    assert np.abs(exported.predict_proba(NEW) - clf.predict_proba(NEW)).max() < PROBA_TOLERANCE
+
+
+def test_int8_exports_quantize_and_run(models):
+    import onnx
+    out = models["root"] / "mlp-int8"
+    entry = export(models["mlp"], out, quantize="int8")
+    ops = {n.op_type for n in onnx.load(str(out / "model.onnx")).graph.node}
+    assert ops & {"MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}, ops
+    assert entry["quantize"] == "int8"
+    p = TextClassifier.load(out).predict_proba(NEW)
+    assert p.shape == (len(NEW), 2) and np.allclose(p.sum(1), 1, atol=1e-5)
+
+
+def test_torch_int8_runtime(models):
+    import torch
+    original = TextClassifier.load(models["mlp"])
+    q = TextClassifier.load(models["mlp"], runtime="torch-int8")
+    kinds = {type(m).__module__ + "." + type(m).__name__ for m in q.module_.modules()}
+    assert any(".quantized.dynamic." in k and k.endswith(".Linear") for k in kinds), kinds
+    assert not any(type(m) is torch.nn.Linear for m in q.module_.modules())
+    assert q.summary()["total_params"] == original.summary()["total_params"]
+    p = q.predict_proba(NEW)
+    assert p.shape == (len(NEW), 2) and np.allclose(p.sum(1), 1, atol=1e-5)
+    with pytest.raises(HeadswapError, match="runtime='torch' to save"):
+        q.save(models["root"] / "never")
+    assert not (models["root"] / "never").exists()
+
+
+def test_runtime_onnx_needs_an_export(models):
+    with pytest.raises(HeadswapError, match="holds no ONNX export.*headswap export"):
+        TextClassifier.load(models["mlp"], runtime="onnx")
+    with pytest.raises(HeadswapError, match="unknown runtime 'tpu'"):
+        TextClassifier.load(models["mlp"], runtime="tpu")
+
+
+def _copy(models, name, tmp_path):
+    d = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(models[name], d)
+    return d
+
+
+def _config(d):
+    return json.loads((d / "headswap_config.json").read_text())
+
+
+def _set_export(d, **kw):
+    config = _config(d)
+    config["export"].update(kw)
+    (d / "headswap_config.json").write_text(json.dumps(config))
+
+
+def test_damaged_or_mismatched_exports_are_clear_errors(models, tmp_path):
+    from headswap.atomic import sha256_of
+    d = _copy(models, "mlp-onnx", tmp_path)
+    data = (d / "model.onnx").read_bytes()
+    (d / "model.onnx").write_bytes(data[: len(data) // 2])
+    with pytest.raises(HeadswapError, match="model.onnx does not match .*sha256"):
+        TextClassifier.load(d)
+    _set_export(d, sha256=sha256_of(d / "model.onnx"))     # a truncated file that the config vouches for
+    with pytest.raises(HeadswapError, match="cannot be read by ONNX Runtime"):
+        TextClassifier.load(d)
+    # Another model's graph (the cross-encoder takes token_type_ids) put in place, its hash updated.
+    shutil.copy(models["cross-onnx"] / "model.onnx", d / "model.onnx")
+    _set_export(d, sha256=sha256_of(d / "model.onnx"))
+    with pytest.raises(HeadswapError, match="takes inputs .*token_type_ids.*export the model again"):
+        TextClassifier.load(d)
+    (d / "model.onnx").unlink()
+    with pytest.raises(HeadswapError, match="model.onnx is missing"):
+        TextClassifier.load(d)
+    # A graph with the wrong number of labels for the config.
+    d2 = _copy(models, "mlp-onnx", tmp_path)
+    config = _config(d2)
+    config["labels"].append("extra")
+    config["label_values"].append("extra")
+    (d2 / "headswap_config.json").write_text(json.dumps(config))
+    with pytest.raises(HeadswapError, match="gives 2 logits per text for 3 labels"):
+        TextClassifier.load(d2)
+    d3 = _copy(models, "mlp-onnx", tmp_path)
+    shutil.rmtree(d3 / "tokenizer")
+    with pytest.raises(HeadswapError, match="exported tokenizer cannot be read"):
+        TextClassifier.load(d3)
+
+
+def test_what_cannot_be_exported(models, tmp_path):
+    causal = make_tiny_causal(tmp_path / "causal")
+    clf = TextClassifier(strategy="slm-logits", model=str(causal), epochs=0, progress=False).fit(TEXTS, LABELS)
+    clf.save(tmp_path / "slm")
+    with pytest.raises(HeadswapError, match="'slm-logits' on a causal model cannot be exported; exportable: "
+                                            "encoder-mlp, similarity, cross-encoder, setfit"):
+        export(tmp_path / "slm", tmp_path / "slm-onnx")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    with pytest.raises(HeadswapError, match="exists and is not an empty directory"):
+        export(models["mlp"], tmp_path / "full")
+    assert (tmp_path / "full" / "x").read_text() == "keep me"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "headswap.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_export_predict_and_runtime(models, tmp_path):
+    out = tmp_path / "cli-onnx"
+    r = _cli("export", "--model-dir", str(models["mlp"]), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "logits differ from torch's by at most" in r.stderr and (out / "model.onnx").is_file()
+    rows = {}
+    for runtime in ("auto", "torch", "torch-int8"):
+        r = _cli("predict", "--model-dir", str(out), "--runtime", runtime, *NEW)
+        assert r.returncode == 0, r.stderr
+        rows[runtime] = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["label"] for x in rows["auto"]] == [x["label"] for x in rows["torch"]]
+    assert len(rows["torch-int8"]) == len(NEW)
+    r = _cli("predict", "--model-dir", str(models["mlp"]), "--runtime", "onnx", "hello")
+    assert r.returncode == 2 and "holds no ONNX export" in r.stderr and "Traceback" not in r.stderr
