@@ -202,3 +202,17 @@ def test_cli_export_predict_and_runtime(models, tmp_path):
     assert len(rows["torch-int8"]) == len(NEW)
     r = _cli("predict", "--model-dir", str(models["mlp"]), "--runtime", "onnx", "hello")
     assert r.returncode == 2 and "holds no ONNX export" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_serve_runs_an_exported_directory(models):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from headswap.serve.app import create_app
+    app = create_app(str(models["mlp-onnx"]))
+    assert app.state.classifier.runtime_ == "onnx"
+    with TestClient(app) as c:
+        r = c.post("/predict", json={"texts": NEW})
+    assert r.status_code == 200, r.text
+    assert [p["label"] for p in r.json()["predictions"]] == list(TextClassifier.load(models["mlp"]).predict(NEW))
+    assert create_app(str(models["mlp-onnx"]), runtime="torch").state.classifier.runtime_ == "torch"
