@@ -17,6 +17,16 @@ def test_train_help_lists_every_strategy():
         assert name in out
 
 
+def test_building_the_parser_imports_no_torch():
+    """`headswap --help` (and each command's --help) must answer at once: no command's arguments may pull in
+    torch, numpy-heavy modules or the models."""
+    code = ("import sys; from headswap.cli.parser import build_parser; build_parser(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'onnxruntime', 'sklearn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("args, message", [
     (["train", "--data", "nope.csv", "--out", "x"], "nope.csv: no such file"),
     (["train", "--data", "{csv}", "--out", "x", "--strategy", "bogus"], "invalid choice: 'bogus'"),

@@ -20,10 +20,8 @@ from pathlib import Path
 from headswap import model_dir
 from headswap.atomic import sha256_of
 from headswap.errors import HeadswapError
-from headswap.runtime import OnnxRunner, import_onnxruntime
+from headswap.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
 
-FORMATS = ("onnx",)
-QUANTIZE = ("none", "int8")
 ONNX_FILE, TOKENIZER_DIR = "model.onnx", "tokenizer"
 # Traced with a batch of two different lengths (a dimension of 1 would be fixed in the graph); checked on
 # three others, so that a shape baked into the graph shows up as a wrong answer here, not in use.
@@ -37,8 +35,8 @@ FP32_TOLERANCE = 1e-3
 def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> dict:
     """Export the classifier saved in model_dir_path to the new directory `out`; returns the "export" entry."""
     from headswap.api import TextClassifier
-    if fmt not in FORMATS:
-        raise HeadswapError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in EXPORT_FORMATS:
+        raise HeadswapError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if quantize not in QUANTIZE:
         raise HeadswapError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
     src, out = Path(model_dir_path), Path(out)

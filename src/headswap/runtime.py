@@ -11,6 +11,8 @@ from headswap.atomic import sha256_of
 from headswap.errors import ConfigError, HeadswapError
 
 RUNTIMES = ("auto", "torch", "torch-int8", "onnx")
+EXPORT_FORMATS = ("onnx",)          # what `headswap export` writes
+QUANTIZE = ("none", "int8")         # and how its weights are stored
 RUNTIME_HELP = ("where the forward pass runs: auto (onnx when the directory holds a `headswap export`, else "
                 "torch), torch, torch-int8 (Linear layers quantized to int8 at load), onnx")
 

@@ -1,5 +1,5 @@
 """`headswap export`: write a saved classifier as an ONNX graph that predict, eval and serve run with ONNX
-Runtime (headswap.export)."""
+Runtime (headswap.export). Building the parser imports no torch."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ DESCRIPTION = ("Export a saved classifier (encoder-mlp, setfit, similarity, cros
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from headswap.export import FORMATS, QUANTIZE
+    from headswap.runtime import EXPORT_FORMATS, QUANTIZE
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
     p.add_argument("--out", required=True, help="the new directory to write (must not exist, or be empty)")
-    p.add_argument("--format", choices=FORMATS, default="onnx", help="default: %(default)s")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="onnx", help="default: %(default)s")
     p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="int8: weights of the matrix products stored as int8, activations quantized per batch "
                    "(smaller and faster on CPU, a little less exact) (default: %(default)s)")
