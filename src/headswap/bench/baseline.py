@@ -14,17 +14,13 @@ BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc",
 def tfidf_svm(seed: int = 0, multi_label: bool = False):
     """The baseline's scikit-learn pipeline: TF-IDF word 1-2 grams + char_wb 2-5 grams (sublinear tf) and a
     LinearSVC (C=1); for multi-label data one LinearSVC per label (one-vs-rest) on an indicator matrix."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.multiclass import OneVsRestClassifier
-    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.pipeline import Pipeline
     from sklearn.svm import LinearSVC
 
-    features = FeatureUnion([
-        ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
-        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
-    ])
+    from headswap.tfidf import tfidf_features
     svm = LinearSVC(C=1.0, random_state=seed)
-    return Pipeline([("tfidf", features), ("svm", OneVsRestClassifier(svm) if multi_label else svm)])
+    return Pipeline([("tfidf", tfidf_features()), ("svm", OneVsRestClassifier(svm) if multi_label else svm)])
 
 
 def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:

@@ -1,0 +1,157 @@
+"""TF-IDF + logistic regression as a classifier of its own: the fast model that a user may ship when it is good
+enough, and the student that distillation trains on a transformer's probabilities.
+
+Its whole state (each vectorizer's vocabulary and idf weights, the coefficients) is saved as safetensors and
+JSON in a model directory, so it reloads exactly and without pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from headswap.errors import HeadswapError
+
+KIND = "tfidf"
+CONFIG_FILE, WEIGHTS_FILE = "headswap_config.json", "model.safetensors"
+FORMAT_VERSION = 1
+# Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
+MIN_SOFT_WEIGHT = 1e-6
+
+
+def tfidf_features():
+    """Word 1-2 grams and char_wb 2-5 grams, sublinear tf: the bench baseline's features."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion
+    return FeatureUnion([
+        ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
+        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
+    ])
+
+
+class TfidfClassifier(ClassifierMixin, BaseEstimator):
+    """TF-IDF features and a multinomial logistic regression (scikit-learn), with fit/predict/predict_proba.
+
+    fit(X, y) trains on labels; fit(X, soft_labels=P, labels=L) on an (N, K) matrix of probabilities over L (a
+    teacher's predict_proba): each text is repeated once per class, weighted by its probability, which makes
+    the logistic loss exactly the cross-entropy to the soft labels.
+    """
+
+    def __init__(self, C: float = 10.0, max_iter: int = 2000):
+        self.C = C
+        self.max_iter = max_iter
+
+    def fit(self, X, y=None, *, soft_labels=None, labels=None):
+        from scipy.sparse import vstack
+        from sklearn.linear_model import LogisticRegression
+        texts = list(X)
+        if (y is None) == (soft_labels is None):
+            raise HeadswapError("TfidfClassifier.fit takes labels y or soft_labels (with labels), not both or neither")
+        self.features_ = tfidf_features()
+        feats = self.features_.fit_transform(texts)
+        if soft_labels is not None:
+            probs = np.asarray(soft_labels, dtype=np.float64)
+            if labels is None or probs.shape != (len(texts), len(labels)):
+                raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, "
+                                    f"{len(labels) if labels is not None else '?'}) probabilities; got "
+                                    f"{probs.shape}")
+            if not np.all(np.isfinite(probs)) or (probs < 0).any() or not np.allclose(probs.sum(1), 1, atol=1e-3):
+                raise HeadswapError("soft_labels rows must be probabilities (finite, >= 0, summing to 1)")
+            self.classes_ = np.array(list(labels), dtype=object)
+            keep = [np.flatnonzero(probs[:, k] >= MIN_SOFT_WEIGHT) for k in range(len(labels))]
+            rows = vstack([feats[idx] for idx in keep])
+            targets = np.concatenate([np.full(len(idx), k) for k, idx in enumerate(keep)])
+            weights = np.concatenate([probs[idx, k] for k, idx in enumerate(keep)])
+        else:
+            y = [str(v) for v in y]
+            self.classes_ = np.array(sorted(set(y)), dtype=object)
+            index = {lab: k for k, lab in enumerate(self.classes_)}
+            rows, targets, weights = feats, np.array([index[v] for v in y]), None
+        if len(set(targets.tolist())) < 2:
+            raise HeadswapError("training data has a single class; a classifier needs at least two")
+        self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(rows, targets, sample_weight=weights)
+        if len(self.model_.classes_) != len(self.classes_):
+            missing = sorted(set(self.classes_) - {self.classes_[k] for k in self.model_.classes_})
+            raise HeadswapError(f"no training text has weight on the classes {missing}")
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        return self.model_.decision_function(self.features_.transform(list(X)))
+
+    def predict_proba(self, X) -> np.ndarray:
+        return self.model_.predict_proba(self.features_.transform(list(X)))
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[self.predict_proba(X).argmax(1)]
+
+    @property
+    def labels_(self) -> list[str]:
+        return [str(c) for c in self.classes_]
+
+    # ---- save / load: vocabularies and idf weights, coefficients; no pickle ----------------------------------
+    def save(self, path) -> Path:
+        from safetensors.numpy import save_file
+
+        from headswap.atomic import atomic_path
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        tensors = {"coef": self.model_.coef_, "intercept": self.model_.intercept_}
+        vectorizers = {}
+        for name, vec in self.features_.transformer_list:
+            tensors[f"{name}.idf"] = vec.idf_
+            params = {k: v for k, v in vec.get_params().items() if k != "dtype"}
+            vectorizers[name] = {"params": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
+                                 "vocabulary": {t: int(i) for t, i in vec.vocabulary_.items()}}
+        with atomic_path(path / WEIGHTS_FILE) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp))
+        config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
+                  "labels": self.labels_, "params": self.get_params(),
+                  "model": {"C": self.model_.C, "max_iter": self.model_.max_iter}, "vectorizers": vectorizers}
+        with atomic_path(path / CONFIG_FILE) as tmp:
+            tmp.write_text(json.dumps(config))
+        return path
+
+    @classmethod
+    def load(cls, path) -> "TfidfClassifier":
+        from safetensors.numpy import load_file
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import FeatureUnion
+        path = Path(path)
+        for name in (CONFIG_FILE, WEIGHTS_FILE):
+            if not (path / name).is_file():
+                raise HeadswapError(f"{path} is not a saved TF-IDF model: {name} is missing")
+        try:
+            config = json.loads((path / CONFIG_FILE).read_text())
+            tensors = load_file(str(path / WEIGHTS_FILE))
+        except Exception as e:   # JSON and safetensors raise their own types for damaged files
+            raise HeadswapError(f"{path} is a damaged TF-IDF model ({str(e).splitlines()[0][:200]})") from None
+        if config.get("kind") != KIND or config.get("format_version") != FORMAT_VERSION:
+            raise HeadswapError(f"{path} is not a TF-IDF model of this headswap version (kind "
+                                f"{config.get('kind')!r}, format {config.get('format_version')!r})")
+        clf = cls(**config["params"])
+        parts = []
+        for name, spec in config["vectorizers"].items():
+            params = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["params"].items()}
+            vec = TfidfVectorizer(**{**params, "vocabulary": spec["vocabulary"]})
+            idf = tensors[f"{name}.idf"]
+            if idf.shape != (len(spec["vocabulary"]),):
+                raise HeadswapError(f"{path}: {name} idf weights ({idf.shape[0]}) do not match its vocabulary "
+                                    f"({len(spec['vocabulary'])} terms); the model directory is damaged")
+            vec.idf_ = idf
+            parts.append((name, vec))
+        clf.features_ = FeatureUnion(parts)
+        model = LogisticRegression(**config["model"])
+        model.coef_, model.intercept_ = tensors["coef"], tensors["intercept"]
+        labels = config["labels"]
+        n_features = sum(len(spec["vocabulary"]) for spec in config["vectorizers"].values())
+        rows = 1 if len(labels) == 2 else len(labels)
+        if model.coef_.shape != (rows, n_features):
+            raise HeadswapError(f"{path}: coefficients {model.coef_.shape} do not fit {len(labels)} labels and "
+                                f"{n_features} features; the model directory is damaged")
+        model.classes_, model.n_features_in_ = np.arange(len(labels)), n_features
+        clf.model_, clf.classes_ = model, np.array(labels, dtype=object)
+        return clf

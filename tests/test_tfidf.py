@@ -1,0 +1,64 @@
+"""The TF-IDF + logistic regression classifier: trains on labels or on soft labels (exactly cross-entropy to
+them), and reloads from its model directory with the same probabilities; damaged directories are clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from headswap.errors import HeadswapError
+from headswap.tfidf import TfidfClassifier
+
+TEXTS = ["win cash now", "free prize call now", "urgent you have won", "see you at noon", "ok on my way home",
+         "running late sorry", "claim your free prize", "call me when you are home"] * 2
+LABELS = ["spam", "spam", "spam", "ham", "ham", "ham", "spam", "ham"] * 2
+THREE = ["spam", "spam", "promo", "ham", "ham", "ham", "promo", "ham"] * 2
+NEW = ["win a free prize", "see you at home", "late again"]
+
+
+@pytest.mark.parametrize("labels", [LABELS, THREE])
+def test_save_and_load_give_the_same_probabilities(tmp_path, labels):
+    clf = TfidfClassifier().fit(TEXTS, labels)
+    again = TfidfClassifier.load(clf.save(tmp_path / "m"))
+    p = clf.predict_proba(NEW)
+    assert p.shape == (len(NEW), len(set(labels)))
+    np.testing.assert_array_equal(again.predict_proba(NEW), p)
+    assert list(again.predict(NEW)) == list(clf.predict(NEW)) and again.labels_ == sorted(set(labels))
+    config = json.loads((tmp_path / "m" / "headswap_config.json").read_text())
+    assert config["kind"] == "tfidf" and config["labels"] == sorted(set(labels))
+
+
+def test_one_hot_soft_labels_train_exactly_as_labels():
+    hard = TfidfClassifier().fit(TEXTS, LABELS)
+    onehot = np.array([[1.0, 0.0] if y == "ham" else [0.0, 1.0] for y in LABELS])
+    soft = TfidfClassifier().fit(TEXTS, soft_labels=onehot, labels=["ham", "spam"])
+    np.testing.assert_allclose(soft.predict_proba(NEW), hard.predict_proba(NEW), atol=1e-6)
+
+
+def test_soft_labels_minimise_cross_entropy_to_them():
+    """With weak regularisation the student's training loss is the soft cross-entropy: its minimum is at
+    probabilities matching the targets, so a text whose two copies carry 0.7/0.3 is predicted near 0.7/0.3."""
+    texts = ["alpha", "beta"]
+    probs = np.array([[0.7, 0.3], [0.2, 0.8]])
+    student = TfidfClassifier(C=1e6).fit(texts, soft_labels=probs, labels=["a", "b"])
+    np.testing.assert_allclose(student.predict_proba(texts), probs, atol=0.02)
+
+
+def test_bad_soft_labels_and_damaged_directories(tmp_path):
+    with pytest.raises(HeadswapError, match="must be \\(texts, labels\\)"):
+        TfidfClassifier().fit(TEXTS, soft_labels=np.ones((3, 2)) / 2, labels=["a", "b"])
+    with pytest.raises(HeadswapError, match="summing to 1"):
+        TfidfClassifier().fit(TEXTS, soft_labels=np.ones((len(TEXTS), 2)), labels=["a", "b"])
+    with pytest.raises(HeadswapError, match="not both or neither"):
+        TfidfClassifier().fit(TEXTS)
+    with pytest.raises(HeadswapError, match="single class"):
+        TfidfClassifier().fit(TEXTS, ["ham"] * len(TEXTS))
+    d = TfidfClassifier().fit(TEXTS, LABELS).save(tmp_path / "m")
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:100])
+    with pytest.raises(HeadswapError, match="damaged TF-IDF model"):
+        TfidfClassifier.load(d)
+    (d / "model.safetensors").unlink()
+    with pytest.raises(HeadswapError, match="model.safetensors is missing"):
+        TfidfClassifier.load(d)
