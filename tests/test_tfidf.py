@@ -62,3 +62,37 @@ def test_bad_soft_labels_and_damaged_directories(tmp_path):
     (d / "model.safetensors").unlink()
     with pytest.raises(HeadswapError, match="model.safetensors is missing"):
         TfidfClassifier.load(d)
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "headswap.cli", *args], capture_output=True, text=True)
+
+
+def test_predict_eval_and_serve_run_a_tfidf_directory(tmp_path):
+    clf = TfidfClassifier().fit(TEXTS, LABELS)
+    d = clf.save(tmp_path / "m")
+    r = _cli("predict", "--model-dir", str(d), *NEW)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["label"] for x in rows] == list(clf.predict(NEW))
+    np.testing.assert_allclose([[x["probabilities"][k] for k in ("ham", "spam")] for x in rows],
+                               clf.predict_proba(NEW), atol=1e-6)
+    data = tmp_path / "test.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(TEXTS, LABELS)))
+    r = _cli("eval", "--model-dir", str(d), "--data", str(data), "--out", str(tmp_path / "eval"), "-q")
+    assert r.returncode == 0, r.stderr
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["accuracy"] == clf.evaluate(TEXTS, LABELS).accuracy
+    assert "calibration (15-bin ECE, Brier)" in r.stdout
+    r = _cli("predict", "--model-dir", str(d), "--runtime", "onnx", "hi")
+    assert r.returncode == 2 and "runs on scikit-learn" in r.stderr
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from headswap.serve.app import create_app
+    with TestClient(create_app(str(d))) as c:
+        body = c.post("/predict", json={"texts": NEW}).json()
+        assert [p["label"] for p in body["predictions"]] == list(clf.predict(NEW))
+        assert c.get("/health").json()["strategy"] == "tfidf-logreg"

@@ -22,6 +22,14 @@ FORMAT_VERSION = 1
 MIN_SOFT_WEIGHT = 1e-6
 
 
+def is_tfidf_dir(path) -> bool:
+    """Whether a model directory holds a TfidfClassifier (read from its config; False when there is none)."""
+    try:
+        return json.loads((Path(path) / CONFIG_FILE).read_text()).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def tfidf_features():
     """Word 1-2 grams and char_wb 2-5 grams, sublinear tf: the bench baseline's features."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -90,6 +98,32 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     @property
     def labels_(self) -> list[str]:
         return [str(c) for c in self.classes_]
+
+    # What predict, eval and serve read from any saved classifier.
+    multi_label, strategy, model, runtime_ = False, "tfidf-logreg", KIND, "scikit-learn"
+
+    def evaluate(self, X, y):
+        """Metrics on labelled texts, with timing, parameter count and calibration in extra (as TextClassifier)."""
+        import time
+
+        from headswap import calibration
+        from headswap.metrics import metrics_from_predictions
+        texts, index = list(X), {lab: k for k, lab in enumerate(self.labels_)}
+        unseen = sorted({str(v) for v in y} - set(index))
+        if unseen:
+            raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {self.labels_}")
+        t0 = time.perf_counter()
+        probs = self.predict_proba(texts)
+        seconds = time.perf_counter() - t0
+        target = np.array([index[str(v)] for v in y])
+        m = metrics_from_predictions(target, probs.argmax(1), self.labels_)
+        n_params = int(self.model_.coef_.size + self.model_.intercept_.size)
+        logits = np.log(np.clip(probs, 1e-12, 1))    # softmax(log p) = p: calibration measured on p itself
+        m.extra.update(strategy=self.strategy, model=self.model, regime="-", runtime=self.runtime_,
+                       trainable_params=n_params, total_params=n_params, eval_seconds=seconds,
+                       texts_per_second=len(texts) / seconds if seconds else 0.0,
+                       calibration=calibration.report(logits, target, None))
+        return m
 
     # ---- save / load: vocabularies and idf weights, coefficients; no pickle ----------------------------------
     def save(self, path) -> Path:

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.api import TextClassifier
+    from headswap.api import load_model
     from headswap.data.load import check_eval_labels
     from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
 
@@ -43,7 +43,7 @@ def run(args) -> int:
     else:
         path = files["train"]
     data = subsample(load(path, args), args.limit, args.seed)
-    clf = TextClassifier.load(args.model_dir, progress=not args.quiet, runtime=args.runtime)
+    clf = load_model(args.model_dir, progress=not args.quiet, runtime=args.runtime)
     if clf.multi_label:
         from headswap.data.multilabel import check_eval_label_sets
         check_eval_label_sets(list(clf.labels_), data, clf.label_separator)

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.api import TextClassifier
+    from headswap.api import load_model
     from headswap.data.stream import completed_rows, iter_texts, predict_stream, skip_done, stdin_texts
 
     if args.resume and not args.out:
@@ -52,7 +52,7 @@ def run(args) -> int:
     else:
         rows = stdin_texts()
     rows = skip_done(rows, skip, last)
-    clf = TextClassifier.load(args.model_dir, progress=False, runtime=args.runtime)
+    clf = load_model(args.model_dir, progress=False, runtime=args.runtime)
     if out_path:
         if skip:
             print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)

@@ -423,8 +423,8 @@ def _describe_error(err: dict, max_texts: int, max_chars: int) -> str:
 
 def _load_classifier(clf_or_model_dir, runtime: str = "auto"):
     if isinstance(clf_or_model_dir, (str, os.PathLike)):
-        from headswap.api import TextClassifier
-        return TextClassifier.load(clf_or_model_dir, progress=False, runtime=runtime), str(Path(clf_or_model_dir))
+        from headswap.api import load_model
+        return load_model(clf_or_model_dir, progress=False, runtime=runtime), str(Path(clf_or_model_dir))
     clf = clf_or_model_dir
     for attr in ("predict_proba", "labels_"):
         if not hasattr(clf, attr):
