@@ -432,10 +432,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.param_counts_ = self.module_.summary
         self.model_spec_, self.prompt_, self.saved_, self.lora_ = None, None, {}, None
 
+
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):
     """Whatever classifier a model directory holds: a TextClassifier (on `runtime`) or a TfidfClassifier."""
-    from headswap.tfidf import TfidfClassifier, is_tfidf_dir
-    if is_tfidf_dir(path):
+    from headswap.tfidf import KIND, TfidfClassifier
+    if model_dir.read_config(Path(path)).get("kind") == KIND:
         if runtime != "auto":
             raise HeadswapError(f"{path} holds a TF-IDF model, which runs on scikit-learn; --runtime {runtime} "
                                 f"does not apply")

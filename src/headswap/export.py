@@ -101,10 +101,6 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
         raise HeadswapError(f"the exported graph's logits differ from torch's by "
                             f"{entry['check']['max_abs_logit_diff']:.2g} (> {FP32_TOLERANCE}); nothing was written")
     return entry
-    config = json.loads((src / model_dir.CONFIG_FILE).read_text())
-    config["export"] = entry
-    (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
-    return entry
 
 
 def _batch(encoder, texts: list[str]) -> dict:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING
 
 from headswap import __version__
 from headswap.atomic import atomic_path
@@ -15,6 +13,9 @@ from headswap.errors import HeadswapError
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
 FORMAT_VERSION = 1
+
+if TYPE_CHECKING:   # torch is imported where weights are read or written: the TF-IDF model reads configs too
+    import torch
 
 
 def trained_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -35,6 +36,7 @@ def write(path: Path, config: dict, module: torch.nn.Module, summary: dict) -> P
 
     path.mkdir(parents=True, exist_ok=True)
     config = {"format": "headswap", "format_version": FORMAT_VERSION, "headswap_version": __version__, **config}
+    from safetensors.torch import save_file
     with atomic_path(path / WEIGHTS_FILE) as tmp:
         save_file(trained_state(module), str(tmp), metadata={"format": "pt"})
     (path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
@@ -75,6 +77,7 @@ def _positive(v) -> bool:
 
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
     try:
         return load_file(str(path / WEIGHTS_FILE))
     except Exception as e:  # safetensors raises its own error types for truncated files

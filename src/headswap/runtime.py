@@ -50,7 +50,7 @@ def import_onnxruntime():
 class OnnxRunner:
     """An exported classifier graph in an ONNX Runtime session: batches of token ids -> (N, K) logits."""
 
-    def __init__(self, path: Path, export: dict, num_labels: int, threads: int | None = None):
+    def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
         file = path / str(export.get("file", ""))
         if not file.is_file():
@@ -58,11 +58,8 @@ class OnnxRunner:
         if export.get("sha256") and sha256_of(file) != export["sha256"]:
             raise HeadswapError(f"{file} does not match {path}/headswap_config.json (its sha256 differs): the file "
                                 f"was changed or replaced after export; export the model again")
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
         try:
-            self.session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(file), providers=["CPUExecutionProvider"])
         except Exception as e:   # onnxruntime raises its own error types for unreadable graphs
             raise HeadswapError(f"{file} cannot be read by ONNX Runtime ({str(e).splitlines()[0][:200]}); "
                                 f"export the model again") from None

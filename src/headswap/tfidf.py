@@ -14,20 +14,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap.errors import HeadswapError
+from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, read_config
 
 KIND = "tfidf"
-CONFIG_FILE, WEIGHTS_FILE = "headswap_config.json", "model.safetensors"
-FORMAT_VERSION = 1
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
 MIN_SOFT_WEIGHT = 1e-6
-
-
-def is_tfidf_dir(path) -> bool:
-    """Whether a model directory holds a TfidfClassifier (read from its config; False when there is none)."""
-    try:
-        return json.loads((Path(path) / CONFIG_FILE).read_text()).get("kind") == KIND
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def tfidf_features():
@@ -58,9 +49,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         texts = list(X)
         if (y is None) == (soft_labels is None):
             raise HeadswapError("TfidfClassifier.fit takes labels y or soft_labels (with labels), not both or neither")
-        self.features_ = tfidf_features()
-        feats = self.features_.fit_transform(texts)
-        if soft_labels is not None:
+        if soft_labels is not None:     # checked before any work
             probs = np.asarray(soft_labels, dtype=np.float64)
             if labels is None or probs.shape != (len(texts), len(labels)):
                 raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, "
@@ -68,6 +57,9 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
                                     f"{probs.shape}")
             if not np.all(np.isfinite(probs)) or (probs < 0).any() or not np.allclose(probs.sum(1), 1, atol=1e-3):
                 raise HeadswapError("soft_labels rows must be probabilities (finite, >= 0, summing to 1)")
+        self.features_ = tfidf_features()
+        feats = self.features_.fit_transform(texts)
+        if soft_labels is not None:
             self.classes_ = np.array(list(labels), dtype=object)
             keep = [np.flatnonzero(probs[:, k] >= MIN_SOFT_WEIGHT) for k in range(len(labels))]
             rows = vstack([feats[idx] for idx in keep])
@@ -142,8 +134,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         with atomic_path(path / WEIGHTS_FILE) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp))
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
-                  "labels": self.labels_, "params": self.get_params(),
-                  "model": {"C": self.model_.C, "max_iter": self.model_.max_iter}, "vectorizers": vectorizers}
+                  "labels": self.labels_, "params": self.get_params(), "vectorizers": vectorizers}
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config))
         return path
@@ -155,17 +146,15 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import FeatureUnion
         path = Path(path)
-        for name in (CONFIG_FILE, WEIGHTS_FILE):
-            if not (path / name).is_file():
-                raise HeadswapError(f"{path} is not a saved TF-IDF model: {name} is missing")
+        config = read_config(path)     # present, readable, of this format version
+        if config.get("kind") != KIND:
+            raise HeadswapError(f"{path} is not a TF-IDF model (kind {config.get('kind')!r})")
+        if not (path / WEIGHTS_FILE).is_file():
+            raise HeadswapError(f"{path} is not a saved TF-IDF model: {WEIGHTS_FILE} is missing")
         try:
-            config = json.loads((path / CONFIG_FILE).read_text())
             tensors = load_file(str(path / WEIGHTS_FILE))
-        except Exception as e:   # JSON and safetensors raise their own types for damaged files
+        except Exception as e:   # safetensors raises its own types for damaged files
             raise HeadswapError(f"{path} is a damaged TF-IDF model ({str(e).splitlines()[0][:200]})") from None
-        if config.get("kind") != KIND or config.get("format_version") != FORMAT_VERSION:
-            raise HeadswapError(f"{path} is not a TF-IDF model of this headswap version (kind "
-                                f"{config.get('kind')!r}, format {config.get('format_version')!r})")
         clf = cls(**config["params"])
         parts = []
         for name, spec in config["vectorizers"].items():
@@ -178,7 +167,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             vec.idf_ = idf
             parts.append((name, vec))
         clf.features_ = FeatureUnion(parts)
-        model = LogisticRegression(**config["model"])
+        model = LogisticRegression(C=clf.C, max_iter=clf.max_iter)
         model.coef_, model.intercept_ = tensors["coef"], tensors["intercept"]
         labels = config["labels"]
         n_features = sum(len(spec["vocabulary"]) for spec in config["vectorizers"].values())

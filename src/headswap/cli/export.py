@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.options import check_output_dir
-
 HELP = "export a saved encoder classifier to ONNX (optionally int8) for fast CPU inference"
 DESCRIPTION = ("Export a saved classifier (encoder-mlp, setfit, similarity, cross-encoder on an encoder model) "
                "to ONNX, optionally with int8 weights. The new directory holds everything the source did plus "
@@ -26,8 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.export import export
-    check_output_dir("--out", args.out)
+    from headswap.export import export    # refuses an --out that is a file or a non-empty directory
     entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
     check = entry["check"]
     print(f"wrote {args.out}: {entry['file']} ({entry['bytes'] / 2**20:.1f} MiB, {entry['quantize']}); on "

@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="most characters per text (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int_at_least(1), default=DEFAULTS["max_body_bytes"],
                    help="largest request body (default %(default)s)")
-    p.add_argument("--threads", type=int_at_least(1), help="torch intra-op threads (default: torch's choice; ONNX Runtime takes its own)")
+    p.add_argument("--threads", type=int_at_least(1),
+                   help="torch intra-op threads (default: torch's choice; ONNX Runtime takes its own)")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug", "trace"],
                    default="info")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
