@@ -29,7 +29,7 @@ OUT_OF_RANGE = {
     "--train-limit": ["0", "-5"], "--test-limit": ["0"], "--limit": ["0"], "--chunk-size": ["0"],
     "--port": ["70000", "-1"], "--max-batch-size": ["0"], "--max-wait-ms": ["-1"], "--max-texts": ["0"],
     "--max-text-chars": ["0"], "--max-body-bytes": ["0"], "--threads": ["0"], "--max-concurrent-per-client": ["-1"],
-    "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
+    "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [], "--budget": ["0", "0m", "20x"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
@@ -46,6 +46,9 @@ TEXT_CASES = {
     ("bench", "--out"): ["{file}"], ("bench", "--prompt"): ["@missing-prompt.txt"],
     ("bench", "--descriptions"): ["missing-descriptions.csv"], ("bench", "--class-weight"): ["missing.json"],
     ("serve", "--model-dir"): ["nope"], ("serve", "--api-key"): [""],
+    ("auto", "--data"): ["nope"], ("auto", "--model"): ["no-such-model"], ("auto", "--strategies"): ["bogus"],
+    ("auto", "--out"): ["{file}"], ("auto", "--prompt"): ["@missing-prompt.txt"],
+    ("auto", "--descriptions"): ["missing-descriptions.csv"], ("auto", "--class-weight"): ["missing.json"],
     ("export", "--model-dir"): ["nope", "{dir}"], ("export", "--out"): ["{file}"],
     ("demo", "--json"): ["{dir}"],
 }
@@ -129,6 +132,8 @@ def _base(command: str, w: dict) -> list[str]:
         "predict": ["predict", "--model-dir", w["model"], "--data", w["data"] + "/test.csv", "-q"],
         "bench": ["bench", "--data", w["data"], "--model", w["enc"], "--strategies", "encoder-mlp", "--out", w["out"],
                   "-q"],
+        "auto": ["auto", "--data", w["data"], "--budget", "1m", "--model", w["enc"], "--strategies", "encoder-mlp",
+                 "--out", w["out"], "-q"],
         "serve": ["serve", "--model-dir", w["model"]],
         "export": ["export", "--model-dir", w["model"], "--out", w["out"]],
     }[command]
@@ -138,6 +143,7 @@ def _base(command: str, w: dict) -> list[str]:
 def guarded(monkeypatch):
     import uvicorn
 
+    import headswap.auto
     import headswap.bench.run
     import headswap.export
     import headswap.teach.demo
@@ -147,6 +153,7 @@ def guarded(monkeypatch):
 
     monkeypatch.setattr(TextClassifier, "fit", started)
     monkeypatch.setattr(headswap.bench.run, "run_bench", started)
+    monkeypatch.setattr(headswap.auto, "auto", started)
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
     monkeypatch.setattr(headswap.export, "_write", started)
     monkeypatch.setattr(uvicorn, "run", started)
@@ -196,7 +203,7 @@ def test_every_option_is_covered():
 def test_the_base_command_lines_are_valid(world, guarded):
     """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
     far as the work (here: the patched entry point), or predict/eval must succeed."""
-    for command in ("train", "bench", "serve", "demo"):
+    for command in ("train", "bench", "auto", "serve", "demo"):
         with pytest.raises(Started):
             invoke(_base(command, world))
     for command in ("eval", "predict"):

@@ -41,6 +41,15 @@ def float_at_least(minimum: float, strict: bool = False):
 positive_float = float_at_least(0, strict=True)
 
 
+def duration(text: str) -> float:
+    """A time budget ('20m', '1h30m', '90s'; a bare number is minutes) in seconds."""
+    from headswap.auto import parse_duration     # (no torch at import)
+    try:
+        return parse_duration(text)
+    except HeadswapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _setting_type(f):
     """An argparse type for a numeric setting: parses, then applies the setting's own bounds."""
     whole = type(f.default) is int

@@ -1,0 +1,296 @@
+"""`headswap auto`: pick the classifier to ship within a time budget.
+
+    results = auto("data/emotion", budget_seconds=20 * 60, out="auto-out")
+
+1. The data: DIR/train.csv, DIR/test.csv and DIR/validation.csv (without one, a stratified, seeded tenth of the
+   training texts is held out as validation). Test is read once, at the end.
+2. The TF-IDF + logistic-regression classifier (headswap.tfidf) always trains: it is the baseline and the
+   fallback when nothing else fits.
+3. Every (model, strategy) candidate is timed on one batch (bench's probe) and its full run extrapolated
+   (headswap.bench.measure.estimate_seconds); candidates run cheapest first while their estimate fits what is
+   left of the budget. Each trains on train (best epoch on validation) and is scored on validation.
+4. The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
+   TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
+5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
+   "auto" entry), results.md and report.html say what ran, what was skipped and why.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import math
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from headswap.errors import ConfigError, HeadswapError
+
+DEFAULT_MODELS = ("minilm", "smollm2-135m")
+VALIDATION_FRACTION = 0.1
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(text: str) -> float:
+    """'20m', '1h30m', '90s', '1.5h' -> seconds; a bare number is minutes."""
+    value = str(text).strip().lower()
+    try:
+        seconds = float(value) * 60
+    except ValueError:
+        match = _DURATION.match(value)
+        if not value or not match or not any(match.groups()):
+            raise ConfigError(f"budget {text!r} is not a duration: write e.g. 20m, 1h30m, 90s (a bare number is "
+                              "minutes)") from None
+        h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        seconds = h * 3600 + m * 60 + s
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"budget {text!r} must be a finite time of more than zero")
+    return seconds
+
+
+def _data(data_dir, seed: int):
+    """(train, validation, test, sizes): validation.csv, or a stratified tenth of train held out."""
+    from headswap.bench.plan import load_bench_data
+    from headswap.data.sampling import stratified_split
+
+    data = load_bench_data(data_dir, seed=seed)
+    train, validation, sizes = data.train, data.validation, dict(data.sizes)
+    if validation is None:
+        train, validation = stratified_split(train, VALIDATION_FRACTION, seed)
+        sizes["validation"] = {"file": None, "used": len(validation),
+                               "note": f"no validation.csv: {VALIDATION_FRACTION:.0%} of train.csv held out "
+                                       "(stratified, seeded) for best-epoch selection and for picking the winner"}
+        sizes["train"] = {**sizes["train"], "used": len(train)}
+    return train, validation, data.test, sizes
+
+
+def _validation_f1(clf, validation) -> float:
+    """The kept epoch's validation macro F1 from the training history; scored afresh when it has none."""
+    best = next((h for h in getattr(clf, "history_", []) or [] if h.get("epoch") == getattr(clf, "best_epoch_", None)
+                 and (h.get("metrics") or {}).get("macro")), None)
+    if best is not None:
+        return float(best["metrics"]["macro"]["f1"])
+    return float(clf.evaluate(validation.texts, validation.labels).f1("macro"))
+
+
+def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
+    """Save the winner as OUT/model (exported to ONNX when it can be); returns (path, why not exported)."""
+    from headswap.tfidf import TfidfClassifier
+
+    target = out / "model"
+    if target.exists():
+        shutil.rmtree(target)
+    if isinstance(winner, TfidfClassifier):
+        winner.save(target)
+        return target, "a TF-IDF model runs on scikit-learn; there is nothing to export"
+    if not winner.strategy_.exportable or winner.model_spec_.kind != "encoder":
+        winner.save(target)
+        return target, f"{winner.strategy} on a {winner.model_spec_.kind} model cannot be exported to ONNX"
+    try:
+        from headswap.runtime import import_onnxruntime
+        import_onnxruntime()
+    except HeadswapError as e:
+        winner.save(target)
+        return target, str(e)
+    from headswap.export import export
+
+    staging = out / ".model-torch"
+    if staging.exists():
+        shutil.rmtree(staging)
+    winner.save(staging)
+    try:
+        entry = export(staging, target, quantize=quantize)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"exported the winner to ONNX ({entry['quantize']}); its logits differ from torch's by at most "
+        f"{entry['check']['max_abs_logit_diff']:.2g} on the check texts")
+    return target, None
+
+
+def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MODELS, strategies="all",
+         out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
+         command: Sequence[str] | None = None, **settings) -> dict:
+    """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
+
+    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench).
+    """
+    from headswap import __version__
+    from headswap.bench.measure import _machine, estimate_seconds, probe_timing
+    from headswap.bench.plan import _classifier, parse_strategies, plan_bench
+    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, model_display_name, write_json
+    from headswap.models import resolve_model
+    from headswap.runtime import QUANTIZE
+    from headswap.settings import check as check_settings
+    from headswap.settings import defaults
+    from headswap.tfidf import TfidfClassifier
+
+    started = time.perf_counter()
+    if not budget_seconds or budget_seconds <= 0:
+        raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
+    if quantize not in QUANTIZE:
+        raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
+    bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label"})
+    if bad:
+        raise ConfigError(f"auto takes TextClassifier settings other than strategy, model and multi_label; got {bad}")
+    settings = {"epochs": 1, **settings}
+    if settings["epochs"] < 1:
+        raise ConfigError("auto trains its candidates: epochs must be >= 1")
+    check_settings(settings)
+    full = {**defaults(), **settings}
+    names = parse_strategies(strategies)
+    models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
+    if not models:
+        raise ConfigError("no models given")
+    specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
+    planned, skipped = plan_bench({m: s.kind for m, s in specs.items()}, names, settings["epochs"],
+                                  full["regime"], zero_shot=False)
+    train, validation, test, sizes = _data(data_dir, full["seed"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def left() -> float:
+        return budget_seconds - (time.perf_counter() - started)
+
+    candidates = []      # one entry per (model, strategy, regime): what auto knew, did and measured
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "headswap_version": __version__, "machine": _machine(), "data": sizes,
+            "command": list(command) if command is not None else None,
+            "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
+                     "budget_seconds": budget_seconds, "quantize": quantize, "settings": dict(settings)}}
+    summary = {"budget_seconds": budget_seconds, "candidates": candidates}
+    results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
+                                                     for s in skipped], "auto": summary}
+    log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
+        f"{_fmt_duration(budget_seconds)}; {len(planned)} candidates + the TF-IDF baseline -> {out}")
+
+    # 1. The baseline: always, first.
+    t0 = time.perf_counter()
+    baseline = TfidfClassifier().fit(train.texts, train.labels)
+    base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
+    candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
+                       "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
+    log(f"  baseline TF-IDF + logistic regression: validation macro F1 {base_f1:.4f} "
+        f"({time.perf_counter() - t0:.0f} s)")
+    best, best_entry = baseline, candidates[0]
+
+    # 2. Time each candidate on one batch; the probes are part of the budget.
+    estimates = []
+    for p in planned:
+        entry = {"model": p.model, "model_name": model_display_name(p.model), "strategy": p.strategy,
+                 "regime": p.regime}
+        candidates.append(entry)
+        if left() <= 0:
+            entry.update(status="skipped", reason="the budget was spent before this candidate could be timed")
+            continue
+        try:
+            probe = probe_timing(p, train, settings)
+        except Exception as e:  # the candidate would fail the same way: record it, go on
+            entry.update(status="failed", reason="failed while timing a first batch", **_error_fields(e))
+            log(f"  {entry['model_name']} · {p.strategy}: failed while timing a first batch: {entry['error']}")
+            continue
+        est = estimate_seconds(probe, p.epochs, len(train), len(validation), len(test), full["batch_size"],
+                               p.regime)
+        # The winner's test scoring happens at the end: each candidate's estimate keeps room for it.
+        entry["estimated_seconds"] = est["total"]
+        estimates.append((est["total"], p, entry))
+        gc.collect()
+
+    # 3. Cheapest first, while the estimate fits what is left.
+    for est, p, entry in sorted(estimates, key=lambda e: e[0]):
+        label = f"{entry['model_name']} · {p.strategy} · {p.regime}"
+        if est > left():
+            entry.update(status="skipped", reason=f"estimated {_fmt_duration(est)}, "
+                                                  f"{_fmt_duration(max(left(), 0))} of the budget left")
+            log(f"  skip {label}: {entry['reason']}")
+            continue
+        log(f"  {label}: estimated {_fmt_duration(est)} ({_fmt_duration(left())} left)")
+        t0 = time.perf_counter()
+        clf = None
+        try:
+            clf = _classifier(p, settings)
+            clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
+            entry.update(status="ran", validation_macro_f1=_validation_f1(clf, validation),
+                         best_epoch=getattr(clf, "best_epoch_", None))
+        except Exception as e:  # one failing candidate must not end the run
+            entry.update(status="failed", reason="failed while training", **_error_fields(e))
+            log(f"    failed: {entry['error']}")
+        entry["seconds"] = time.perf_counter() - t0
+        if entry["status"] == "ran":
+            log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
+            if entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
+                best, best_entry = clf, entry
+        clf = None
+        gc.collect()
+
+    # 4. Ship the winner; 5. score it (as shipped) and the baseline on test, once.
+    best_entry["winner"] = True
+    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "validation_macro_f1")}
+    log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']} "
+        f"(macro F1 {best_entry['validation_macro_f1']:.4f})")
+    from headswap.api import load_model
+    target, not_exported = _ship(best, out, quantize, log)
+    summary.update(model_dir=str(target), exported=not_exported is None, not_exported_because=not_exported)
+    shipped = load_model(target, progress=False) if best is not baseline else baseline
+    del best
+    gc.collect()
+    for clf, entry, is_baseline in ((baseline, candidates[0], True), (shipped, best_entry, False)):
+        if is_baseline and best_entry is candidates[0]:
+            continue       # the baseline won: one row
+        m = clf.evaluate(test.texts, test.labels)
+        row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
+               if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
+               "regime": entry["regime"], "epochs": None if entry["model"] == "tfidf" else settings["epochs"],
+               "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
+               "runtime": getattr(clf, "runtime_", None), **_metric_fields(m),
+               "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
+               "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
+               "total_params": int(m.extra.get("total_params", 0) or 0),
+               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"]}
+        if "calibration" in m.extra:
+            row["calibration"] = m.extra["calibration"]
+        results["rows"].append(row)
+        log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
+            f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
+    summary["elapsed_seconds"] = meta["elapsed_seconds"] = time.perf_counter() - started
+    write_json(results, out / "results.json")
+    (out / "results.md").write_text(render_markdown(results))
+    try:
+        from headswap.html_report import write_html
+        write_html(results, out / "report.html", title="headswap auto")
+    except ImportError:
+        pass
+    log(f"wrote {target} and the report ({out / 'results.md'}) in {_fmt_duration(summary['elapsed_seconds'])}")
+    return results
+
+
+def render_markdown(results: dict) -> str:
+    """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
+    from headswap.bench.report import _cell, _fmt_duration, _num
+
+    a = results["auto"]
+    lines = ["# headswap auto", "", f"Budget {_fmt_duration(a['budget_seconds'])}, used "
+             f"{_fmt_duration(a.get('elapsed_seconds', 0))}. Winner on validation: **{a['winner']['model_name']} · "
+             f"{a['winner']['strategy']} · {a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
+             + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", "",
+             "## Candidates", "",
+             "| model | strategy | regime | status | estimated | took | validation macro F1 | why |",
+             "|---|---|---|---|---:|---:|---:|---|"]
+    for c in a["candidates"]:
+        name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
+        lines.append("| " + " | ".join(_cell(v) for v in (
+            name, c["strategy"], c["regime"], c.get("status", "–"),
+            _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
+            _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
+            _num(c.get("validation_macro_f1"), ".4f"), c.get("error") or c.get("reason") or "")) + " |")
+    lines += ["", "## Test set (scored once, after the choice)", "",
+              "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
+    for r in results["rows"]:
+        lines.append(f"| {_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
+                     f"{r.get('runtime') or '–'} | {r['macro_f1']:.4f} | {r['accuracy']:.4f} | "
+                     f"{r['texts_per_second']:.0f} |")
+    if results.get("skipped"):
+        lines += ["", "## Combinations not tried", ""]
+        lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
+    return "\n".join(lines) + "\n"

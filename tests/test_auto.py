@@ -1,0 +1,163 @@
+"""headswap auto: the budget decides what runs, validation picks the winner, the winner is shipped (exported when
+it can be) and only it and the baseline are scored on test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from test_bench import _write_split
+from tiny_models import make_tiny_causal, make_tiny_encoder
+
+import headswap.auto
+from headswap.api import TextClassifier, load_model
+from headswap.auto import auto, parse_duration
+from headswap.cli.parser import main
+from headswap.errors import ConfigError
+from headswap.tfidf import TfidfClassifier
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("auto")
+    torch.manual_seed(0)
+    enc, cau = make_tiny_encoder(root / "tiny-enc"), make_tiny_causal(root / "tiny-causal")
+    data = root / "data"
+    data.mkdir()
+    _write_split(data / "train.csv", 45)
+    _write_split(data / "validation.csv", 15, offset=50)
+    _write_split(data / "test.csv", 21, offset=100)
+    return root, str(enc), str(cau), data
+
+
+@pytest.fixture(scope="module")
+def full_run(world):
+    root, enc, cau, data = world
+    logs = []
+    results = auto(data, 600, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=root / "full",
+                   progress=False, log=logs.append)
+    return results, root / "full", logs
+
+
+def test_parse_duration():
+    assert parse_duration("20m") == 1200 and parse_duration("1h30m") == 5400 and parse_duration("90s") == 90
+    assert parse_duration("1.5h") == 5400 and parse_duration("2") == 120 and parse_duration(" 45S ") == 45
+    for bad in ("", "soon", "20x", "m", "0", "0m", "-3", "nan", "inf"):
+        with pytest.raises(ConfigError, match="budget"):
+            parse_duration(bad)
+
+
+def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation(full_run):
+    results, out, logs = full_run
+    cands = results["auto"]["candidates"]
+    assert [(c["model_name"], c["strategy"]) for c in cands] == [
+        ("tfidf", "tfidf-logreg"), ("tiny-enc", "encoder-mlp"), ("tiny-causal", "slm-logits")]
+    assert all(c["status"] == "ran" for c in cands), cands
+    assert all(c["estimated_seconds"] > 0 for c in cands[1:])
+    best = max(c["validation_macro_f1"] for c in cands)
+    winner = [c for c in cands if c.get("winner")]
+    assert len(winner) == 1 and winner[0]["validation_macro_f1"] == best
+    # ties go to the earlier (cheaper) candidate, the baseline first
+    assert winner[0] is next(c for c in cands if c["validation_macro_f1"] == best)
+    assert results["auto"]["winner"]["strategy"] == winner[0]["strategy"]
+    # the pairings that cannot run are said, with their reason
+    assert {(s["model_name"], s["strategy"]) for s in results["skipped"]} == {
+        ("tiny-enc", "slm-logits"), ("tiny-causal", "encoder-mlp")}
+    assert any(line.startswith("winner on validation:") for line in logs)
+
+
+def test_only_the_winner_and_the_baseline_are_scored_on_test(full_run):
+    results, out, _ = full_run
+    rows = results["rows"]
+    winner = results["auto"]["winner"]
+    assert {r["strategy"] for r in rows} == {"tfidf-logreg", winner["strategy"]}
+    assert sum(r["winner"] for r in rows) == 1
+    assert all(r["n_test"] == 21 for r in rows)
+    # nothing of test reaches the candidates' records
+    assert all("macro_f1" not in c and "confusion" not in c for c in results["auto"]["candidates"])
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["auto"]["winner"] == winner
+    md = (out / "results.md").read_text()
+    assert "## Candidates" in md and "## Test set" in md and "tiny-causal · encoder-mlp" in md
+
+
+def test_the_shipped_model_reloads_and_predicts_what_was_scored(full_run, world):
+    results, out, _ = full_run
+    data = world[3]
+    clf = load_model(out / "model", progress=False)
+    test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
+    m = clf.evaluate([t for t, _ in test], [lab for _, lab in test])
+    row = next(r for r in results["rows"] if r["winner"])
+    assert m.f1("macro") == pytest.approx(row["macro_f1"])
+
+
+def test_a_tight_budget_ships_the_baseline_and_says_why(world):
+    root, enc, _, data = world
+    logs = []
+    results = auto(data, 0.5, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
+                   log=logs.append)
+    base, cand = results["auto"]["candidates"]
+    assert base["winner"] and cand["status"] == "skipped"
+    assert "budget" in cand["reason"] or "left" in cand["reason"], cand
+    assert [r["strategy"] for r in results["rows"]] == ["tfidf-logreg"]
+    assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)
+    assert results["auto"]["exported"] is False and "scikit-learn" in results["auto"]["not_exported_because"]
+    assert any(line.startswith("  skip tiny-enc · encoder-mlp") for line in logs)
+
+
+def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    root, enc, _, data = world
+    real = headswap.auto._validation_f1
+
+    def favour_the_encoder(clf, validation):   # the baseline would win this easy data: let the encoder win
+        return real(clf, validation) + 1.0
+
+    monkeypatch.setattr(headswap.auto, "_validation_f1", favour_the_encoder)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "export", progress=False,
+                   log=lambda _: None)
+    assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
+    assert results["auto"]["exported"] is True
+    assert (root / "export" / "model" / "model.onnx").is_file()
+    assert not (root / "export" / ".model-torch").exists()
+    shipped = load_model(root / "export" / "model", progress=False)
+    assert isinstance(shipped, TextClassifier) and shipped.runtime_ == "onnx"
+    assert next(r for r in results["rows"] if r["winner"])["runtime"] == "onnx"
+
+
+def test_no_validation_csv_holds_out_a_tenth_of_train(world, tmp_path):
+    _, enc, _, data = world
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name in ("train.csv", "test.csv"):
+        (folder / name).write_text((data / name).read_text())
+    results = auto(folder, 0.5, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                   log=lambda _: None)
+    sizes = results["meta"]["data"]
+    assert sizes["validation"]["used"] == 5 and sizes["train"]["used"] == 40
+    assert sizes["validation"]["file"] is None
+
+
+def test_bad_settings_are_refused_before_anything_runs(world, tmp_path):
+    _, enc, _, data = world
+    with pytest.raises(ConfigError, match="epochs"):
+        auto(data, 60, models=[enc], out=tmp_path, epochs=0)
+    with pytest.raises(ConfigError, match="strategy"):
+        auto(data, 60, models=[enc], out=tmp_path, strategy="encoder-mlp")
+    with pytest.raises(ConfigError, match="quantization"):
+        auto(data, 60, models=[enc], out=tmp_path, quantize="int4")
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli(world, tmp_path, capsys):
+    _, enc, _, data = world
+    rc = main(["auto", "--data", str(data), "--budget", "1s", "--model", enc, "--strategies", "encoder-mlp",
+               "--out", str(tmp_path / "out"), "-q"])
+    assert rc == 0
+    assert (tmp_path / "out" / "results.md").is_file()
+    capsys.readouterr()
+    assert main(["predict", "--model-dir", str(tmp_path / "out" / "model"), "win cash now", "-q"]) == 0
+    assert capsys.readouterr().out.strip()
