@@ -146,12 +146,30 @@ def test_png_files(bench_run):
     assert not list(out.glob("*.tmp"))
 
 
+def test_report_html(bench_run):
+    from test_html_report import Page
+
+    results, out, _ = bench_run
+    html = (out / "report.html").read_text(encoding="utf-8")
+    page = Page(html)
+    assert page.sections == ["summary", "results", "quality-vs-speed", "learning-curves", "confusion", "calibration",
+                             "skipped"]
+    assert "http://" not in html and "https://" not in html
+    assert [cells[2] for _, cells in page.body_rows("results")[:4]] == [
+        r["strategy"] for r in sorted(results["rows"], key=lambda r: -r["macro_f1"])]
+    calibrated = sum(bool(r.get("calibration")) for r in results["rows"])
+    assert calibrated == 3      # the model rows; the LinearSVC baseline has no probabilities
+    assert len(page.images) == 2 + 4 + calibrated and all(src.startswith("data:image/png;base64,") for _, src, _ in page.images)
+    assert "needs a causal language model" in page.text["skipped"]
+
+
 def test_logs_estimate_each_row(bench_run):
     _, _, logs = bench_run
     text = "\n".join(logs)
     assert text.count("estimated") >= 3       # before each model row (and again in the after-row summary)
     assert "[2/4] tiny-enc · encoder-mlp · full: estimated" in text
     assert "skip tiny-enc · slm-logits" in text
+    assert "report.html" in logs[-1]
 
 
 # ---- planning and mismatches --------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ train/validation/test files. A row that fails is recorded with its error; the ru
 
 Writes OUT/results.json (rows + run metadata, rewritten after every row so an interrupted run keeps what
 it has), OUT/results.md (tables), OUT/confusion-<model>-<strategy>-<regime>.png per row,
-OUT/learning_curves.png and OUT/quality_vs_speed.png.
+OUT/learning_curves.png, OUT/quality_vs_speed.png, and OUT/report.html: all of it on one self-contained
+page to open in a browser (headswap.html_report).
 
 Modules (only perf imports torch, transformers or scikit-learn at import time; the rest import them inside
 the functions that need them):

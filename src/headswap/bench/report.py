@@ -184,7 +184,8 @@ def render_markdown(results: dict) -> str:
 
 
 def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) -> list[Path]:
-    """results.json, results.md, learning_curves.png and quality_vs_speed.png (confusion PNGs are per row)."""
+    """results.json, results.md, learning_curves.png, quality_vs_speed.png (confusion PNGs are per row) and
+    report.html (all of it on one self-contained page)."""
     from headswap.plots import plot_learning_curves, plot_quality_vs_speed
 
     written = [write_json(results, out / "results.json")]
@@ -200,6 +201,12 @@ def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) 
     md = out / "results.md"
     md.write_text(render_markdown(results), encoding="utf-8")
     written.append(md)
+    try:
+        from headswap.html_report import write_html
+        written.append(write_html(results, out / "report.html"))
+    except Exception as e:  # the page must not cost the numbers either
+        log(f"could not write report.html: {type(e).__name__}: {e}")
+        results["meta"].setdefault("plot_errors", []).append(f"report.html: {type(e).__name__}: {e}")
     write_json(results, out / "results.json")
     return written
 

@@ -51,6 +51,8 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
                        forward_passes_nominal=get(p.strategy).passes_per_text(len(m.labels)),
                        history=_history(clf), best_epoch=getattr(clf, "best_epoch_", None),
                        notes=list(getattr(clf, "notes_", []) or []))
+            if m.extra.get("calibration"):
+                row["calibration"] = m.extra["calibration"]     # ECE/Brier before and after temperature
             if "parse_counts" in m.extra:
                 counts = m.extra.get("parse_counts", {})     # this evaluation's texts only
                 row["parse_counts"] = dict(counts)
@@ -171,6 +173,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     meta["elapsed_seconds"] = time.perf_counter() - started
     write_outputs(results, out, log)
     failed = sum(r.get("status") != "ok" for r in results["rows"])
-    log(f"wrote {out / 'results.md'}, {out / 'results.json'} and charts in {_fmt_duration(meta['elapsed_seconds'])}"
+    log(f"wrote {out / 'report.html'}, {out / 'results.md'}, {out / 'results.json'} and charts in "
+        f"{_fmt_duration(meta['elapsed_seconds'])}"
         + (f"; {failed} row(s) failed (see results.md)" if failed else ""))
     return results
