@@ -161,3 +161,25 @@ def test_cli(world, tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", "--model-dir", str(tmp_path / "out" / "model"), "win cash now", "-q"]) == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_a_model_over_budget_is_timed_once(world, tmp_path, monkeypatch):
+    import headswap.bench.measure
+    _, _, cau, data = world
+    probes = []
+    real = headswap.bench.measure.probe_timing
+
+    def probe(p, *a, **kw):
+        probes.append(p.strategy)
+        return real(p, *a, **kw)
+
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    monkeypatch.setattr(headswap.bench.measure, "estimate_seconds", lambda *a, **kw: {"total": 1e6})
+    results = auto(data, 600, models=[cau], strategies="slm-logits,slm-hidden-mlp", out=tmp_path, progress=False,
+                   log=lambda _: None)
+    first, second = results["auto"]["candidates"][1:]
+    assert probes == [first["strategy"]]
+    assert first["status"] == second["status"] == "skipped"
+    assert first["reason"].startswith("estimated 11.6 d") or "left" in first["reason"], first
+    assert second["reason"].startswith("not timed: this model's cheapest timed candidate"), second
+    assert results["auto"]["winner"]["strategy"] == "tfidf-logreg"

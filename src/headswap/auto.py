@@ -175,14 +175,23 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
 
-    # 2. Time each candidate on one batch; the probes are part of the budget.
-    estimates = []
+    # 2. Time each candidate on one batch; the probes are part of the budget. A model whose cheapest timed
+    # candidate is already over what is left is not loaded again to time its others: a strategy costs about
+    # the same forward and backward passes through the same body.
+    estimates, cheapest = [], {}
     for p in planned:
         entry = {"model": p.model, "model_name": model_display_name(p.model), "strategy": p.strategy,
                  "regime": p.regime}
         candidates.append(entry)
         if left() <= 0:
             entry.update(status="skipped", reason="the budget was spent before this candidate could be timed")
+            log(f"  skip {entry['model_name']} · {p.strategy}: {entry['reason']}")
+            continue
+        if cheapest.get(p.model, 0) > left():
+            entry.update(status="skipped", reason=f"not timed: this model's cheapest timed candidate is estimated "
+                                                  f"at {_fmt_duration(cheapest[p.model])}, over the "
+                                                  f"{_fmt_duration(left())} left")
+            log(f"  skip {entry['model_name']} · {p.strategy}: {entry['reason']}")
             continue
         try:
             probe = probe_timing(p, train, settings)
@@ -195,6 +204,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
         # The winner's test scoring happens at the end: each candidate's estimate keeps room for it.
         entry["estimated_seconds"] = est["total"]
         estimates.append((est["total"], p, entry))
+        cheapest[p.model] = min(cheapest.get(p.model, est["total"]), est["total"])
+        log(f"  timed {entry['model_name']} · {p.strategy} · {p.regime}: estimated {_fmt_duration(est['total'])} "
+            f"({_fmt_duration(left())} of the budget left)")
         gc.collect()
 
     # 3. Cheapest first, while the estimate fits what is left.
