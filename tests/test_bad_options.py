@@ -29,12 +29,13 @@ OUT_OF_RANGE = {
     "--train-limit": ["0", "-5"], "--test-limit": ["0"], "--limit": ["0"], "--chunk-size": ["0"],
     "--port": ["70000", "-1"], "--max-batch-size": ["0"], "--max-wait-ms": ["-1"], "--max-texts": ["0"],
     "--max-text-chars": ["0"], "--max-body-bytes": ["0"], "--threads": ["0"], "--max-concurrent-per-client": ["-1"],
-    "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [], "--budget": ["0", "0m", "20x"],
+    "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
+    "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
     ("train", "--data"): ["nope.csv"], ("train", "--eval-data"): ["nope.csv"], ("train", "--test-data"): ["nope.csv"],
-    ("train", "--text-column"): ["nosuch"], ("train", "--label-column"): ["nosuch"], ("train", "--out"): ["{file}"],
+    ("train", "--text-column"): ["nosuch"], ("train", "--label-column"): ["nosuch"], ("train", "--out"): ["{file}", "{full}"],
     ("train", "--model"): ["no-such-model"], ("train", "--prompt"): ["@missing-prompt.txt"],
     ("train", "--descriptions"): ["missing-descriptions.csv"], ("train", "--class-weight"): ["balance", "w.csv"],
     ("train", "--label-separator"): [""],
@@ -50,6 +51,9 @@ TEXT_CASES = {
     ("auto", "--out"): ["{file}"], ("auto", "--prompt"): ["@missing-prompt.txt"],
     ("auto", "--descriptions"): ["missing-descriptions.csv"], ("auto", "--class-weight"): ["missing.json"],
     ("export", "--model-dir"): ["nope", "{dir}"], ("export", "--out"): ["{file}"],
+    ("distill", "--teacher"): ["nope", "{dir}"], ("distill", "--data"): ["nope"],
+    ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],
+    ("distill", "--label-column"): ["nosuch"], ("distill", "--out"): ["{file}", "{full}"],
     ("demo", "--json"): ["{dir}"],
 }
 NO_BAD_VALUE = {
@@ -120,8 +124,10 @@ def world(tmp_path_factory):
                                                                          ["b", "a"] * 6).save(root / "model")
     (root / "a-file").write_text("x")
     (root / "a-dir").mkdir()
+    (root / "full-dir").mkdir()        # someone's folder: saving a model over it would delete it
+    (root / "full-dir" / "notes.txt").write_text("keep me")
     return {"enc": str(enc), "data": str(data), "model": str(model), "file": str(root / "a-file"),
-            "dir": str(root / "a-dir"), "out": str(root / "out")}
+            "dir": str(root / "a-dir"), "full": str(root / "full-dir"), "out": str(root / "out")}
 
 
 def _base(command: str, w: dict) -> list[str]:
@@ -136,6 +142,7 @@ def _base(command: str, w: dict) -> list[str]:
                  "--out", w["out"], "-q"],
         "serve": ["serve", "--model-dir", w["model"]],
         "export": ["export", "--model-dir", w["model"], "--out", w["out"]],
+        "distill": ["distill", "--teacher", w["model"], "--data", w["data"], "--out", w["out"], "-q"],
     }[command]
 
 
@@ -145,6 +152,7 @@ def guarded(monkeypatch):
 
     import headswap.auto
     import headswap.bench.run
+    import headswap.distill
     import headswap.export
     import headswap.teach.demo
 
@@ -156,6 +164,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(headswap.auto, "auto", started)
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
     monkeypatch.setattr(headswap.export, "_write", started)
+    monkeypatch.setattr(headswap.distill, "distill", started)
     monkeypatch.setattr(uvicorn, "run", started)
 
 
@@ -203,7 +212,7 @@ def test_every_option_is_covered():
 def test_the_base_command_lines_are_valid(world, guarded):
     """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
     far as the work (here: the patched entry point), or predict/eval must succeed."""
-    for command in ("train", "bench", "auto", "serve", "demo"):
+    for command in ("train", "bench", "auto", "serve", "demo", "distill"):
         with pytest.raises(Started):
             invoke(_base(command, world))
     for command in ("eval", "predict"):

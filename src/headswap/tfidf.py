@@ -57,6 +57,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
                                     f"{probs.shape}")
             if not np.all(np.isfinite(probs)) or (probs < 0).any() or not np.allclose(probs.sum(1), 1, atol=1e-3):
                 raise HeadswapError("soft_labels rows must be probabilities (finite, >= 0, summing to 1)")
+        self.__dict__.pop("distillation_", None)    # a refit model is no longer the distilled one
         self.features_ = tfidf_features()
         feats = self.features_.fit_transform(texts)
         if soft_labels is not None:
@@ -135,6 +136,8 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp))
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
                   "labels": self.labels_, "params": self.get_params(), "vectorizers": vectorizers}
+        if getattr(self, "distillation_", None) is not None:
+            config["distillation"] = self.distillation_    # where a distilled student came from (headswap.distill)
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config))
         return path
@@ -177,4 +180,6 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
                                 f"{n_features} features; the model directory is damaged")
         model.classes_, model.n_features_in_ = np.arange(len(labels)), n_features
         clf.model_, clf.classes_ = model, np.array(labels, dtype=object)
+        if config.get("distillation") is not None:
+            clf.distillation_ = config["distillation"]
         return clf

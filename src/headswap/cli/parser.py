@@ -11,7 +11,7 @@ import sys
 
 from headswap.errors import HeadswapError
 
-COMMANDS = ("demo", "train", "eval", "predict", "export", "bench", "auto", "serve")
+COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "serve")
 
 
 class OneLineParser(argparse.ArgumentParser):

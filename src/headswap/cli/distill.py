@@ -1,0 +1,107 @@
+"""`headswap distill`: train the fast TF-IDF student on a saved classifier's probabilities (headswap.distill).
+Building the parser imports no torch."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from headswap.cli.data_args import add_columns, data_files, load
+from headswap.cli.options import check_model_out
+from headswap.errors import DataError, HeadswapError
+
+HELP = "train a fast TF-IDF student on a saved classifier's probabilities"
+DESCRIPTION = ("Distil a saved single-label classifier (the teacher: a `headswap train` or `headswap export` "
+               "directory) into TF-IDF + logistic regression (the student), trained on the teacher's probabilities "
+               "over the training texts and over any unlabelled texts. The student is a model directory that "
+               "predict, eval and serve run on scikit-learn, much faster than the teacher on CPU.")
+
+
+def unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--teacher", required=True, help="the teacher: a directory written by `headswap train` or "
+                   "`headswap export` (single-label)")
+    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL with texts and labels) or a directory "
+                   "with train.csv (+ validation.csv: the student's and the teacher's macro F1 on it are reported)")
+    p.add_argument("--unlabeled", metavar="FILE", help="more texts for the teacher to label: a .txt file with one "
+                   "text per line, or a CSV/TSV/JSONL file with the --text-column (as `headswap predict --data`)")
+    add_columns(p)
+    p.add_argument("--label-weight", type=unit_interval, default=0.0, metavar="W",
+                   help="weight of the true labels in the targets of labelled texts: 0 = the teacher's "
+                   "probabilities only, 1 = the labels only (default: %(default)s)")
+    p.add_argument("--out", required=True, help="directory to save the student in")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def unlabeled_texts(path: str, text_column: str):
+    """(line, text) of a .txt file (one text per line, as `headswap predict` reads standard input) or of a
+    CSV/TSV/JSONL file's text column (as `headswap predict --data` reads it)."""
+    from headswap.data.stream import _decoded_lines, iter_texts, stdin_texts
+    if Path(path).suffix.lower() == ".txt":
+        if not Path(path).is_file():
+            raise DataError(f"{path}: file not found")
+        return stdin_texts(_decoded_lines(path))
+    return iter_texts(path, text_column=text_column)
+
+
+def run(args) -> int:
+    from headswap.data.load import check_training_data
+
+    check_model_out("--out", args.out)
+    out = Path(args.out)
+    if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
+        raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
+    files = data_files(args.data)
+    if "train" not in files:
+        raise DataError(f"{args.data} has no train.csv")
+    train = load(files["train"], args)
+    check_training_data(train)
+    val = load(files["validation"], args) if "validation" in files else None
+    unlabeled = None
+    if args.unlabeled:
+        unlabeled = [text for _, text in unlabeled_texts(args.unlabeled, args.text_column)]
+        if not unlabeled:
+            raise DataError(f"--unlabeled {args.unlabeled} holds no texts")
+    from headswap import distill as distillation    # the module, looked up at call time (tests patch distill)
+    try:
+        teacher = distillation.load_teacher(args.teacher, progress=not args.quiet)
+    except HeadswapError as e:
+        raise HeadswapError(f"--teacher {args.teacher}: {e}") from None
+    known = set(map(str, teacher.labels_))
+    for data in (train, val):
+        unknown = sorted(set(data.labels) - known) if data is not None else []
+        if unknown:
+            raise DataError(f"{data.source}: labels the teacher does not know: {', '.join(map(repr, unknown))}; the "
+                            f"teacher's labels: {', '.join(map(str, teacher.labels_))}")
+    print(f"distilling {args.teacher} into TF-IDF + logistic regression on {len(train)} training texts"
+          f"{f' + {len(unlabeled)} unlabelled' if unlabeled else ''}, label weight {args.label_weight:g}",
+          file=sys.stderr)
+    student = distillation.distill(teacher, train.texts, train.labels, unlabeled, label_weight=args.label_weight,
+                                   progress=not args.quiet)
+    student.distillation_["teacher"] = str(Path(args.teacher).resolve())
+    from headswap.atomic import replace_dir
+    out = replace_dir(args.out, student.save)
+    record = student.distillation_
+    agreement = f"{record['agreement']:.1%} of the training texts"
+    if unlabeled:
+        agreement += f" and {record['agreement_unlabelled']:.1%} of the unlabelled ones"
+    print(f"wrote {out}: student trained on {len(train) + len(unlabeled or [])} texts ({len(train)} labelled"
+          f"{f', {len(unlabeled)} unlabelled' if unlabeled else ''}); it agrees with the teacher on {agreement} "
+          f"(teacher inference {record['teacher_seconds']:.1f} s)", file=sys.stderr)
+    if val is not None:
+        s, t = student.evaluate(val.texts, val.labels), teacher.evaluate(val.texts, val.labels)
+        print(f"validation {files['validation']} ({len(val)} texts): macro F1 student {s.f1('macro'):.3f}, teacher "
+              f"{t.f1('macro'):.3f}; {s.extra['texts_per_second']:.0f} vs {t.extra['texts_per_second']:.0f} texts/s",
+              file=sys.stderr)
+    return 0
