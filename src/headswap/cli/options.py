@@ -140,6 +140,20 @@ def check_output_dir(flag: str, path: str | None) -> None:
         raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
 
 
+def check_model_out(flag: str, path: str | None) -> None:
+    """A model is saved by swapping the new folder in for OUT and deleting the old one: OUT must be new, empty,
+    a saved model, or hold only a run's checkpoints (train --resume), never a folder of someone's files."""
+    from headswap.model_dir import CONFIG_FILE
+    check_output_dir(flag, path)
+    out = Path(path) if path else None
+    if out is not None and out.is_dir() and not (out / CONFIG_FILE).is_file():
+        others = sorted(p.name for p in out.iterdir() if p.name != "checkpoints")
+        if others:
+            raise HeadswapError(f"{flag} {path} is a directory that holds no saved model (it has {', '.join(others[:3])}"
+                                f"{', ...' if len(others) > 3 else ''}); saving would replace it: give a new or empty "
+                                "directory, or a saved model to replace")
+
+
 def check_output_file(flag: str, path: str | None) -> None:
     """An output file may exist, but not as a directory, and its folder must exist."""
     if not path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, int_at_least
-from headswap.cli.options import settings_from
+from headswap.cli.options import check_model_out, settings_from
 from headswap.errors import ConfigError, DataError
 
 HELP = "train a classifier on a labelled file and save it"
@@ -38,8 +38,7 @@ def run(args) -> int:
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is an existing file; give a directory to save the model in")
+    check_model_out("--out", args.out)
     clf = TextClassifier(**settings_from(args), progress=not args.quiet,
                          checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
     clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
