@@ -243,7 +243,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
         f"(macro F1 {best_entry['validation_macro_f1']:.4f})")
     from headswap.api import load_model
     target, not_exported = _ship(best, out, quantize, log)
-    summary.update(model_dir=str(target), exported=not_exported is None, not_exported_because=not_exported)
+    summary.update(model_dir=str(target), exported=not_exported is None)
+    if not_exported:
+        summary["not_exported_because"] = not_exported
     shipped = load_model(target, progress=False) if best is not baseline else baseline
     del best
     gc.collect()
