@@ -133,6 +133,7 @@ def test_txt_without_format_asks_for_it(tmp_path):
     path = write(tmp_path / "d.txt", "text,label\na,x\n")
     msg = error(load_dataset, path)
     assert "d.txt" in msg and "format=" in msg
+    assert "rename it .csv, .tsv or .jsonl" in msg      # what a command-line user can do
 
 
 def test_unknown_suffix_and_unknown_format(tmp_path):

@@ -112,10 +112,11 @@ def _resolve_format(source: str, format: str | None) -> str:
     if suffix in _SUFFIX_FORMATS:
         return _SUFFIX_FORMATS[suffix]
     if suffix == ".txt":
-        raise DataError(f"{source}: a .txt file could be CSV, TSV or JSONL; pass format='csv', 'tsv' or 'jsonl'")
+        raise DataError(f"{source}: a .txt file could be CSV, TSV or JSONL; rename it .csv, .tsv or .jsonl (from "
+                        "Python: pass format='csv', 'tsv' or 'jsonl')")
     raise DataError(
         f"{source}: cannot tell the format from the suffix {suffix or '(none)'!r}; "
-        "use .csv, .tsv/.tab or .jsonl/.ndjson, or pass format='csv', 'tsv' or 'jsonl'"
+        "use .csv, .tsv/.tab or .jsonl/.ndjson (from Python: pass format='csv', 'tsv' or 'jsonl')"
     )
 
 
