@@ -183,3 +183,22 @@ def test_a_model_over_budget_is_timed_once(world, tmp_path, monkeypatch):
     assert first["reason"].startswith("estimated 11.6 d") or "left" in first["reason"], first
     assert second["reason"].startswith("not timed: this model's cheapest timed candidate"), second
     assert results["auto"]["winner"]["strategy"] == "tfidf-logreg"
+
+
+def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
+    import headswap.export
+    root, enc, _, data = world
+    real = headswap.auto._validation_f1
+    monkeypatch.setattr(headswap.auto, "_validation_f1", lambda clf, val: real(clf, val) + 1.0)
+
+    def broken(*a, **kw):
+        raise RuntimeError("exporter broke")
+
+    monkeypatch.setattr(headswap.export, "export", broken)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "broken", progress=False,
+                   log=lambda _: None)
+    a = results["auto"]
+    assert a["exported"] is False and "exporter broke" in a["not_exported_because"]
+    shipped = load_model(root / "broken" / "model", progress=False)
+    assert shipped.runtime_ == "torch" and not (root / "broken" / ".model-torch").exists()
+    assert next(r for r in results["rows"] if r["winner"])["strategy"] == "encoder-mlp"

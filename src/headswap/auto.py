@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import gc
 import math
+import os
 import re
 import shutil
 import time
@@ -102,6 +103,11 @@ def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
     winner.save(staging)
     try:
         entry = export(staging, target, quantize=quantize)
+    except Exception as e:  # the trained winner must not be lost to a failed export: ship it on torch
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+        log(f"exporting the winner failed ({type(e).__name__}: {e}); saved it for torch instead")
+        return target, f"export failed: {type(e).__name__}: {e}"
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"exported the winner to ONNX ({entry['quantize']}); its logits differ from torch's by at most "
