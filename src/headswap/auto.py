@@ -125,6 +125,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     from headswap import __version__
     from headswap.bench.measure import _machine, estimate_seconds, probe_timing
     from headswap.bench.plan import _classifier, parse_strategies, plan_bench
+    from headswap.atomic import write_text
     from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, model_display_name, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
@@ -275,7 +276,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
     summary["elapsed_seconds"] = meta["elapsed_seconds"] = time.perf_counter() - started
     write_json(results, out / "results.json")
-    (out / "results.md").write_text(render_markdown(results))
+    write_text(out / "results.md", render_markdown(results))
     try:
         from headswap.html_report import write_html
         write_html(results, out / "report.html", title="headswap auto")

@@ -5,17 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models
-from headswap.cli.options import check_output_dir, duration, settings_from
+from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
+from headswap.cli.options import add_settings, duration, settings_from
 
 HELP = "train what fits a time budget, pick the best on validation, save it (exported when it can be)"
 DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline; times every (model, strategy) candidate on "
                "one batch and runs them cheapest first while they fit the budget; picks the best validation macro "
                "F1 (never test) and saves it as OUT/model (ONNX-exported for encoder strategies); scores only the "
                "winner and the baseline on the test set, once. Writes OUT/results.json, results.md, report.html.")
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
-# strategy and model are lists here; auto keeps no checkpoints; multi-label data is for train and eval.
-NOT_SETTINGS = ("strategy", "model", "checkpoint_every", "multi_label", "label_separator")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,21 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from headswap.auto import auto
-    from headswap.bench.plan import parse_strategies
-    from headswap.errors import DataError
 
-    parse_strategies(args.strategies)
-    check_output_dir("--out", args.out)
-    check_descriptions(args.descriptions)
-    check_class_weight(args.class_weight)
-    missing = [name for name in ("train.csv", "test.csv") if not (Path(args.data) / name).is_file()]
-    if missing:
-        raise DataError(f"--data {args.data}: an auto data folder needs train.csv and test.csv; "
-                        f"{' and '.join(missing)} not found")
-    check_models("--model", args.models)
+    check_arguments(args, "auto")
     auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
          quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
          **settings_from(args, skip=NOT_SETTINGS))

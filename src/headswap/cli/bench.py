@@ -38,12 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_settings(p, skip=NOT_SETTINGS, epochs=1)
 
 
-def run(args) -> int:
-    """Run the benchmark; 0 when every row ran, 1 when some row failed."""
+def check_arguments(args, command: str) -> None:
+    """What bench and auto check before any work: strategies, --out, settings files, the data folder, models."""
     from pathlib import Path
 
     from headswap.bench.plan import parse_strategies
-    from headswap.bench.run import run_bench
     from headswap.errors import DataError
 
     parse_strategies(args.strategies)
@@ -52,10 +51,16 @@ def run(args) -> int:
     check_class_weight(args.class_weight)
     missing = [name for name in ("train.csv", "test.csv") if not (Path(args.data) / name).is_file()]
     if missing:
-        raise DataError(f"--data {args.data}: a bench data folder needs train.csv and test.csv; "
+        raise DataError(f"--data {args.data}: headswap {command} needs train.csv and test.csv in the folder; "
                         f"{' and '.join(missing)} not found")
     check_models("--model", args.models)
 
+
+def run(args) -> int:
+    """Run the benchmark; 0 when every row ran, 1 when some row failed."""
+    from headswap.bench.run import run_bench
+
+    check_arguments(args, "bench")
     results = run_bench(args.data, models=args.models, strategies=args.strategies, train_limit=args.train_limit,
                         test_limit=args.test_limit, out=args.out, zero_shot=not args.no_zero_shot,
                         estimate=not args.no_estimate, command=["headswap", *sys.argv[1:]],
