@@ -123,9 +123,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench).
     """
     from headswap import __version__
+    from headswap.atomic import write_text
     from headswap.bench.measure import _machine, estimate_seconds, probe_timing
     from headswap.bench.plan import _classifier, parse_strategies, plan_bench
-    from headswap.atomic import write_text
     from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, model_display_name, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
