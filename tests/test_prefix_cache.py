@@ -213,8 +213,65 @@ def test_strip_prefix(tiny_dir):
 def test_rejects_models_without_a_kv_cache(tmp_path):
     bert, _, _ = load_model(make_tiny_encoder(tmp_path / "bert"), causal_lm_head=False)
     assert not supports_prefix_cache(bert)
-    with pytest.raises(ConfigError, match="past_key_values"):
+    with pytest.raises(ConfigError, match="key/value cache"):
         PrefixCachedBody(HFBody(bert), [1, 2, 3])
+
+
+class _IgnoresTheCache(torch.nn.Module):
+    """A causal model whose forward takes a cache argument and silently drops it (what an argument renamed
+    under a library upgrade looks like when it lands in **kwargs)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, past_key_values=None, cache=None, **kwargs):
+        return self.inner(input_ids=input_ids, **kwargs)
+
+
+class _OldName(torch.nn.Module):
+    """A causal model that knows only the pre-5.x name, past_key_values."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                use_cache=None, **kwargs):
+        if "cache" in kwargs:
+            raise TypeError("forward() got an unexpected keyword argument 'cache'")
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=use_cache, **{"cache" if _takes_cache(self.inner) else "past_key_values":
+                                                  past_key_values})
+
+
+def _takes_cache(model):
+    import inspect
+    return "cache" in inspect.signature(model.forward).parameters
+
+
+def test_support_is_probed_not_read_off_the_signature(tiny_dir):
+    from headswap.nn.prefix_cache import cache_keyword
+    base = base_of(_setup(tiny_dir)[0])
+    assert supports_prefix_cache(base) and cache_keyword(base) in ("cache", "past_key_values")
+    ignoring = _IgnoresTheCache(base)
+    assert not supports_prefix_cache(ignoring)        # its signature names both, but the cache is unused
+    with pytest.raises(ConfigError, match="key/value cache"):
+        PrefixCachedBody(HFBody(ignoring), [1, 2, 3])
+    old = _OldName(base)
+    assert cache_keyword(old) == "past_key_values"
+
+
+def test_old_cache_keyword_gives_the_same_probabilities(tiny_dir):
+    hf_model, encoder, ids = _setup(tiny_dir)
+    plain, cached = uncached_and_cached(hf_model, encoder.prefix_ids, ids)
+    old = PrefixCachedBody(HFBody(_OldName(base_of(hf_model))), encoder.prefix_ids)
+    full, rest = _batches(encoder, TEXTS)
+    with torch.inference_mode():
+        expected = _last_hidden(plain.body, full)
+        got = _last_hidden(old, rest)
+    assert old._cache_kw == "past_key_values"
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
 def test_rejects_an_empty_prefix(tiny_dir):

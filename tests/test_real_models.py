@@ -47,6 +47,10 @@ def test_smollm2_slm_logits_zero_shot_then_lora(sms, tmp_path):
     # The answer tokens are real, distinct vocabulary ids, and the sliced head is K x hidden.
     assert len(set(zero.answer_token_ids_)) == 2
     assert tuple(zero.module_.head.weight.shape) == (2, 576)
+    # The prompt's shared prefix runs once, from the KV cache: a silent fallback to the uncached body
+    # (as a renamed cache argument in transformers 5.x once caused) costs 3x and is a failure.
+    from headswap.nn.prefix_cache import PrefixCachedBody
+    assert isinstance(zero.module_.body, PrefixCachedBody) and not zero.encoder_.include_prefix
 
     clf = TextClassifier(strategy="slm-logits", model="smollm2-135m", regime="lora", epochs=1, batch_size=8,
                          progress=False, eval_fraction=0, max_length=48)

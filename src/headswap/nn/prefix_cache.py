@@ -40,12 +40,64 @@ __all__ = ["PrefixCachedBody", "strip_prefix", "supports_prefix_cache", "uncache
 
 
 def supports_prefix_cache(model: torch.nn.Module) -> bool:
-    """Whether a Hugging Face base model can run against a cache of past keys/values."""
+    """Whether a Hugging Face base model can run against a cache of past keys/values: it is causal and
+    a two-token probe, run as one token then one more against the first one's cache, gives the hidden
+    state of the uncached pair. Tried, not read off the forward's signature: transformers renames the
+    argument (``past_key_values`` became ``cache`` in 5.x) and wraps forwards in decorators."""
+    return _is_causal(model) and cache_keyword(model) is not None
+
+
+def cache_keyword(model: torch.nn.Module) -> str | None:
+    """The forward's keyword for a key/value cache that reproduces the uncached hidden states
+    (``cache`` or ``past_key_values``), or None when neither does. Probed once per model."""
+    if "_headswap_cache_kw" in model.__dict__:
+        return model.__dict__["_headswap_cache_kw"]
     try:
-        params = inspect.signature(model.forward).parameters
+        signature = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
+        signature = {}
+    # the name the forward lists first: a renamed argument still accepted under its old name warns
+    names = sorted(_CACHE_KEYWORDS, key=lambda n: n not in signature)
+    found = next((n for n in names if _probe(model, n)), None)
+    model.__dict__["_headswap_cache_kw"] = found   # not a module attribute: state_dict and repr ignore it
+    return found
+
+
+_CACHE_KEYWORDS = ("cache", "past_key_values")
+
+
+def _probe(model: torch.nn.Module, keyword: str) -> bool:
+    """Run two tokens whole, and as one token plus one against the first one's cache; True when the
+    second token's hidden states agree."""
+    try:
+        param = next(model.parameters())
+    except StopIteration:
         return False
-    return _is_causal(model) and "past_key_values" in params
+    ids = torch.tensor([[1, 2]], device=param.device)
+    was_training = model.training
+    model.eval()   # dropout off, so both runs compute the same function
+    try:
+        with torch.no_grad():
+            whole = model(input_ids=ids, use_cache=False).last_hidden_state[:, 1]
+            first = model(input_ids=ids[:, :1], use_cache=True)
+            cache = _returned_cache(first)
+            if cache is None:
+                return False
+            second = model(input_ids=ids[:, 1:], position_ids=torch.tensor([[1]], device=param.device),
+                           use_cache=True, **{keyword: cache}).last_hidden_state[:, 0]
+    except (TypeError, ValueError, RuntimeError, AttributeError):
+        return False
+    finally:
+        model.train(was_training)
+    tol = 1e-4 if whole.dtype == torch.float32 else 2e-2
+    return bool(torch.allclose(whole.float(), second.float(), atol=tol * max(1.0, whole.abs().max().item()),
+                               rtol=tol))
+
+
+def _returned_cache(out):
+    """The key/value cache a forward returned: ``out.cache`` (transformers 5.x) or ``out.past_key_values``."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def strip_prefix(items: list[dict], prefix: Sequence[int] | int) -> list[dict]:
@@ -77,7 +129,9 @@ class PrefixCachedBody(HFBody):
         if not supports_prefix_cache(model):
             raise ConfigError(
                 f"{type(model).__name__} cannot run with a prefix cache: it is not a causal language model "
-                "whose forward accepts past_key_values. Turn the prefix cache off (prefix_cache=False).")
+                "that reproduces its hidden states from a key/value cache. Turn the prefix cache off "
+                "(prefix_cache=False).")
+        self._cache_kw = cache_keyword(model)
         prefix = [int(t) for t in prefix_ids]
         if not prefix:
             raise ConfigError("the prefix cache needs a non-empty prompt prefix")
@@ -115,7 +169,7 @@ class PrefixCachedBody(HFBody):
     def _run_prefix(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         out = self.model(input_ids=self.prefix_ids, use_cache=True)
         self.prefix_runs += 1
-        return _kv_pairs(out.past_key_values)
+        return _kv_pairs(_returned_cache(out))
 
     def prefix_kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per-layer (key, value) of the prefix, each (1, heads, prefix_len, head_dim)."""
@@ -169,7 +223,7 @@ class PrefixCachedBody(HFBody):
         mask = torch.cat([attention_mask.new_ones(batch, n), attention_mask], dim=1)
         positions = torch.arange(n, n + rest, device=input_ids.device).unsqueeze(0).expand(batch, -1)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, **kwargs)
+                         use_cache=True, **{self._cache_kw: cache}, **kwargs)
         return out.last_hidden_state
 
 
