@@ -69,7 +69,7 @@ class Build:
         from headswap.text.prompts import build_prompt
         self.prompt = build_prompt(self.tokenizer, self.labels, self.descriptions, self.params.get("instruction"),
                                    letters=letters, multi_label=bool(self.params.get("multi_label")))
-        cached = cache and self.params.get("prefix_cache", True) and supports_prefix_cache(self.hf_model)
+        cached = cache and self.params.get("prefix_cache", True) and supports_prefix_cache(self.base_model())
         return TextEncoder(self.tokenizer, "prompt", self.params["max_length"], prompt=self.prompt,
                            include_prefix=not cached)
 
