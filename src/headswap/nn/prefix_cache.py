@@ -198,10 +198,9 @@ class PrefixCachedBody(HFBody):
         except ImportError:  # pragma: no cover - transformers without per-layer caches
             DynamicLayer = None
         for layer, (k, v) in zip(layers, pairs):
-            if DynamicLayer is not None and type(layer) is DynamicLayer:
+            if DynamicLayer is not None and type(layer) is DynamicLayer and _lazy_init(layer, k, v):
                 # Fast path: the layer's update() concatenates new keys after these, so the expanded
                 # view is materialised once, with the text's keys, instead of twice.
-                layer.lazy_initialization(k, v)
                 layer.keys, layer.values = k, v
             else:  # sliding-window or other layer types: let the layer store them its own way
                 layer.update(k, v)
@@ -225,6 +224,16 @@ class PrefixCachedBody(HFBody):
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                          use_cache=True, **{self._cache_kw: cache}, **kwargs)
         return out.last_hidden_state
+
+
+def _lazy_init(layer, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Initialise an empty DynamicLayer for these keys; False where its lazy_initialization has another
+    signature (transformers 4.5x takes the keys alone), so the caller falls back to update()."""
+    try:
+        layer.lazy_initialization(k, v)
+    except TypeError:
+        return False
+    return True
 
 
 def _kv_pairs(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
