@@ -165,9 +165,31 @@ def test_damaged_or_mismatched_exports_are_clear_errors(models, tmp_path):
     with pytest.raises(HeadswapError, match="gives 2 logits per text for 3 labels"):
         TextClassifier.load(d2)
     d3 = _copy(models, "mlp-onnx", tmp_path)
-    shutil.rmtree(d3 / "tokenizer")
+    (d3 / "tokenizer" / "tokenizer.json").write_text("{not json")
     with pytest.raises(HeadswapError, match="exported tokenizer cannot be read"):
         TextClassifier.load(d3)
+    shutil.rmtree(d3 / "tokenizer")
+    with pytest.raises(HeadswapError, match="tokenizer is missing; the exported model directory is incomplete"):
+        TextClassifier.load(d3)
+
+
+@pytest.mark.parametrize("key,name", [("tokenizer", "../enc"), ("tokenizer", "/etc"),
+                                      ("tokenizer", "sentence-transformers/all-MiniLM-L6-v2"),
+                                      ("file", "../mlp-onnx/model.onnx"), ("tokenizer", 7)])
+def test_an_export_never_reads_outside_its_directory_or_online(models, tmp_path, monkeypatch, key, name):
+    import huggingface_hub
+    import huggingface_hub.file_download as fd
+
+    def online(*a, **k):
+        raise AssertionError("the Hugging Face Hub was contacted")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")            # only headswap's own local_files_only keeps it offline
+    for mod, fn in ((huggingface_hub, "hf_hub_download"), (fd, "hf_hub_download"), (fd, "get_hf_file_metadata")):
+        monkeypatch.setattr(mod, fn, online, raising=False)
+    d = _copy(models, "mlp-onnx", tmp_path)
+    _set_export(d, **{key: name})
+    with pytest.raises(HeadswapError, match=f"export.{key}|is missing|must name a file"):
+        TextClassifier.load(d)
 
 
 def test_what_cannot_be_exported(models, tmp_path):
@@ -177,6 +199,13 @@ def test_what_cannot_be_exported(models, tmp_path):
     with pytest.raises(HeadswapError, match="'slm-logits' on a causal model cannot be exported; exportable: "
                                             "encoder-mlp, similarity, cross-encoder, setfit"):
         export(tmp_path / "slm", tmp_path / "slm-onnx")
+    from headswap.tfidf import TfidfClassifier
+    tfidf = TfidfClassifier().fit(TEXTS, LABELS).save(tmp_path / "tfidf")
+    with pytest.raises(HeadswapError, match="holds a TF-IDF model: .* has no graph to export"):
+        export(tfidf, tmp_path / "tfidf-onnx")
+    assert not (tmp_path / "tfidf-onnx").exists()
+    r = _cli("export", "--model-dir", str(tfidf), "--out", str(tmp_path / "tfidf-onnx"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("keep me")
     with pytest.raises(HeadswapError, match="exists and is not an empty directory"):

@@ -423,10 +423,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.runtime import OnnxRunner
         from headswap.text.encoding import TextEncoder
         self.module_ = OnnxRunner(path, export, len(self.labels_))
+        folder = model_dir.inside(path, export.get("tokenizer"), "export.tokenizer")
+        if not folder.is_dir():    # from_pretrained would take a missing folder's name for a hub id
+            raise HeadswapError(f"{folder} is missing; the exported model directory is incomplete")
         try:
-            self.tokenizer_ = AutoTokenizer.from_pretrained(str(path / export["tokenizer"]))
+            self.tokenizer_ = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         except (OSError, ValueError, KeyError) as e:
-            raise HeadswapError(f"{path / str(export.get('tokenizer'))}: the exported tokenizer cannot be read "
+            raise HeadswapError(f"{folder}: the exported tokenizer cannot be read "
                                 f"({str(e).splitlines()[0][:200]})") from None
         self.encoder_ = TextEncoder(self.tokenizer_, **export["encoder"])
         self.param_counts_ = self.module_.summary

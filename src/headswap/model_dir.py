@@ -72,6 +72,19 @@ def read_config(path: Path) -> dict:
     return config
 
 
+def inside(path: Path, name, key: str) -> Path:
+    """``path / name`` for a file the config names under ``key``, refused unless it stays inside ``path``
+    (an absolute path, ``..`` or a hub id would make loading read elsewhere or go online)."""
+    if not isinstance(name, str) or not name:
+        raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: {key} must name a file in the model directory, "
+                            f"got {name!r:.80}")
+    target = (path / name).resolve()
+    if not target.is_relative_to(path.resolve()):
+        raise HeadswapError(f"{path / CONFIG_FILE}: {key} names {name!r:.120}, which is outside the model "
+                            f"directory; a model directory may only name its own files")
+    return target
+
+
 def _positive(v) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < float("inf")
 

@@ -52,7 +52,8 @@ class OnnxRunner:
 
     def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
-        file = path / str(export.get("file", ""))
+        from headswap.model_dir import inside
+        file = inside(path, export.get("file"), "export.file")
         if not file.is_file():
             raise HeadswapError(f"{file} is missing; the exported model directory is incomplete")
         if export.get("sha256") and sha256_of(file) != export["sha256"]:
