@@ -72,6 +72,22 @@ def read_config(path: Path) -> dict:
     return config
 
 
+def fingerprint(path: Path) -> str:
+    """A short id of what a saved model computes: sha256 of its config and weights files (an export's
+    graph is covered by the sha256 its config records). Recorded in predictions so a resumed run can tell
+    it is continuing with the same model."""
+    import hashlib
+    h = hashlib.sha256()
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        file = Path(path) / name
+        if file.is_file():
+            h.update(name.encode() + b"\0")
+            with open(file, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()[:16]
+
+
 def inside(path: Path, name, key: str) -> Path:
     """``path / name`` for a file the config names under ``key``, refused unless it stays inside ``path``
     (an absolute path, ``..`` or a hub id would make loading read elsewhere or go online)."""

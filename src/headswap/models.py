@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
 import hashlib
 import importlib.util
 import json
@@ -343,8 +344,17 @@ def _load_dir(spec: ModelSpec) -> str:
         return spec.path
     target = gguf_cache_dir(spec)
     if not (target / "config.json").is_file():
-        _convert_gguf(spec, target)
+        try:
+            _convert_gguf(spec, target)
+        except OSError as e:
+            if e.errno not in _UNWRITABLE:
+                raise
+            raise HeadswapError(f"cannot write the converted {spec.gguf_file} into the model cache {target.parent} "
+                                f"({e.strerror}); set HEADSWAP_CACHE to a writable folder") from None
     return str(target)
+
+
+_UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EEXIST}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from headswap.errors import HeadswapError
@@ -24,6 +25,8 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="headswap", description="Turn a small pretrained transformer into a "
                                      "text classifier, and measure which way of doing it wins.")
+    from headswap import __version__
+    parser.add_argument("--version", action="version", version=f"headswap {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (model loading, caches)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -46,6 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`headswap predict | head`): stop quietly, as Unix tools do. Python's own
+        # flush of stdout at exit would raise again, so stdout is pointed at devnull first (Python docs,
+        # "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as e:
+        # The machine, not the input: a full disk, a read-only or missing folder, a permission.
+        if args.verbose:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        what = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"headswap {args.command}: error: {where}{what}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

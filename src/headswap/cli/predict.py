@@ -29,7 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.api import load_model
-    from headswap.data.stream import completed_rows, iter_texts, predict_stream, skip_done, stdin_texts
+    from headswap.data.stream import (check_same_model, completed_rows, iter_texts, predict_stream, skip_done,
+                                      stdin_texts)
+    from headswap.model_dir import fingerprint
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
@@ -40,9 +42,13 @@ def run(args) -> int:
                             f"another file")
     if out_path and out_path.exists() and not out_path.is_file():
         raise HeadswapError(f"--out {args.out} is not a file")
+    if out_path and not out_path.parent.is_dir():
+        raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} does not exist")
+    model = fingerprint(Path(args.model_dir))
     skip, last, keep = 0, None, 0
     if out_path and args.resume:
         skip, last, keep = completed_rows(out_path)      # read only: checked before a byte is changed
+        check_same_model(out_path, last, model)
     elif out_path and out_path.exists() and out_path.stat().st_size:
         raise HeadswapError(f"{out_path} exists; pass --resume to continue it, or remove it")
     if args.texts:
@@ -63,7 +69,7 @@ def run(args) -> int:
     else:
         out = sys.stdout
     try:
-        written = predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet)
+        written = predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet, model=model)
     finally:
         if out is not sys.stdout:
             out.close()

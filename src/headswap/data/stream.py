@@ -27,16 +27,20 @@ _BOM = b"\xef\xbb\xbf"
 def _decoded_lines(path: str) -> Iterator[str]:
     """The file's lines, decoded one at a time, so a bad byte is reported with its exact line."""
     with open(path, "rb") as f:
-        offset = 0
-        for number, raw in enumerate(f, start=1):
-            body = raw[3:] if number == 1 and raw.startswith(_BOM) else raw
-            try:
-                yield body.decode("utf-8")
-            except UnicodeDecodeError as e:
-                at = offset + (len(raw) - len(body)) + e.start
-                raise DataError(f"{path}: not valid UTF-8: byte 0x{body[e.start]:02x} at line {number} "
-                                f"(byte offset {at})") from None
-            offset += len(raw)
+        yield from _decode(f, path)
+
+
+def _decode(lines: Iterable[bytes], name: str) -> Iterator[str]:
+    offset = 0
+    for number, raw in enumerate(lines, start=1):
+        body = raw[3:] if number == 1 and raw.startswith(_BOM) else raw
+        try:
+            yield body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            at = offset + (len(raw) - len(body)) + e.start
+            raise DataError(f"{name}: not valid UTF-8: byte 0x{body[e.start]:02x} at line {number} "
+                            f"(byte offset {at})") from None
+        offset += len(raw)
 
 
 def iter_texts(path, text_column: str = "text", format: str | None = None) -> Iterator[tuple[int, str]]:
@@ -77,7 +81,11 @@ def iter_texts(path, text_column: str = "text", format: str | None = None) -> It
         raise DataError(f"{source}, line {reader.line_num}: malformed CSV: {csv_error_hint(e)}") from None
 
 
-def stdin_texts(stream: TextIO = sys.stdin) -> Iterator[tuple[int, str]]:
+def stdin_texts(stream: Iterable[str] | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line; standard input is read as bytes and decoded line by line,
+    so a byte that is not UTF-8 is reported with its line, whatever the locale."""
+    if stream is None:
+        stream = _decode(sys.stdin.buffer, "standard input")
     for number, line in enumerate(stream, start=1):
         line = line.rstrip("\r\n")      # a Windows-made file piped in ends its lines with \r\n
         if line.strip():
@@ -114,6 +122,19 @@ def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
     return len(lines), (json.loads(lines[-1]) if lines else None), keep
 
 
+def check_same_model(out_path: Path, last_done: dict | None, model: str) -> None:
+    """Refuse to continue predictions another model wrote (its fingerprint is in every record)."""
+    if last_done is None:
+        return
+    before = last_done.get("model")
+    if before is None:
+        logger.warning("%s was written by a headswap without model fingerprints; cannot check that it was the "
+                       "same model", out_path)
+    elif before != model:
+        raise DataError(f"{out_path} was written by another model (fingerprint {before}, this --model-dir is "
+                        f"{model}); refusing to resume into it, nothing was changed")
+
+
 def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None):
     """Advance `rows` past the `skip` rows already predicted, checking the last one is the same row."""
     rows = iter(rows)
@@ -129,9 +150,10 @@ def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None
 
 
 def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
-                   done: int = 0, progress: bool = True) -> int:
+                   done: int = 0, progress: bool = True, model: str | None = None) -> int:
     """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written.
-    `done`: rows predicted by an earlier run (already skipped in `rows`), for the progress bar."""
+    `done`: rows predicted by an earlier run (already skipped in `rows`), for the progress bar; `model`:
+    the model's fingerprint, recorded in every line."""
     from tqdm.auto import tqdm
 
     labels = list(clf.labels_)
@@ -158,9 +180,11 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
         sets = clf.decide(probs) if multi else None
         for i, ((number, text), p) in enumerate(zip(chunk, probs)):
             answer = {"labels": [str(v) for v in sets[i]]} if multi else {"label": labels[int(p.argmax())]}
-            out.write(json.dumps({"row": number, "text": text, **answer,
-                                  "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}},
-                                 ensure_ascii=False) + "\n")
+            record = {"row": number, "text": text, **answer,
+                      "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}}
+            if model is not None:
+                record["model"] = model
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
         out.flush()
         written += len(chunk)
         bar.update(len(chunk))
