@@ -22,7 +22,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
-from headswap.data.load import LabelledData, from_lists, load_class_weights, load_descriptions
+from headswap.data.load import LabelledData, as_list, from_lists, load_class_weights, load_descriptions
 from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
@@ -105,6 +105,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             hf_logging.enable_progress_bar()
         b = Build(params, hf_model, tokenizer, spec.kind, list(labels), descriptions, zero_shot=self.epochs == 0)
         b.encoder = strategy.text_encoder(b)
+        limit = getattr(hf_model.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and b.encoder is not None and b.encoder.longest > limit:
+            prompt = b.encoder.longest - self.max_length
+            raise ConfigError(f"max_length {self.max_length} is more than {self.model!r} can take: it has "
+                              f"{limit} positions" + (f", of which the prompt takes {prompt}" if prompt else "")
+                              + f"; use max_length <= {limit - prompt}")
         module = strategy.build(b)
         b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
         module.eval()
@@ -193,8 +199,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def _labelled(self, X, y, source: str) -> LabelledData:
         """Texts and labels checked; for multi-label, each label a tuple of names."""
         if not self.multi_label:
-            return from_lists(list(X), [str(v) for v in y], source)
-        data = from_lists(list(X), None, source)
+            return from_lists(X, [str(v) for v in as_list(y, source, "labels")], source)
+        data = from_lists(X, None, source)
         data.labels = list(y)
         read_label_sets(data, self.label_separator, where=lambda i: f"{source}, index {i}")
         return data
@@ -202,7 +208,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def _training_data(self, X, y) -> tuple[LabelledData, list[str]]:
         if isinstance(X, LabelledData):
             X, y = X.texts, X.labels
-        y = list(y)
+        y = list(as_list(y, "training data", "labels"))
         train = self._labelled(X, y, "training data")
         if self.multi_label:
             labels = label_names(train.labels)
@@ -287,7 +293,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X) -> np.ndarray:
         """Raw (N, K) class logits."""
         self._check_fitted()
-        texts = from_lists(list(X), None, "prediction input").texts
+        texts = from_lists(X, None, "prediction input").texts
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
         self.module_.start_predict()

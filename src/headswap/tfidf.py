@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from headswap.data.load import as_list
 from headswap.errors import HeadswapError
 from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, read_config
 
@@ -46,7 +47,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y=None, *, soft_labels=None, labels=None):
         from scipy.sparse import vstack
         from sklearn.linear_model import LogisticRegression
-        texts = list(X)
+        texts = as_list(X, "training data")
         if (y is None) == (soft_labels is None):
             raise HeadswapError("TfidfClassifier.fit takes labels y or soft_labels (with labels), not both or neither")
         if soft_labels is not None:     # checked before any work
@@ -67,7 +68,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             targets = np.concatenate([np.full(len(idx), k) for k, idx in enumerate(keep)])
             weights = np.concatenate([probs[idx, k] for k, idx in enumerate(keep)])
         else:
-            y = [str(v) for v in y]
+            y = [str(v) for v in as_list(y, "training data", "labels")]
             self.classes_ = np.array(sorted(set(y)), dtype=object)
             index = {lab: k for k, lab in enumerate(self.classes_)}
             rows, targets, weights = feats, np.array([index[v] for v in y]), None
@@ -80,10 +81,10 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        return self.model_.decision_function(self.features_.transform(list(X)))
+        return self.model_.decision_function(self.features_.transform(as_list(X, "prediction input")))
 
     def predict_proba(self, X) -> np.ndarray:
-        return self.model_.predict_proba(self.features_.transform(list(X)))
+        return self.model_.predict_proba(self.features_.transform(as_list(X, "prediction input")))
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(1)]

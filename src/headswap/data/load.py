@@ -318,16 +318,20 @@ def load_texts(path: str | os.PathLike, text_column: str = "text", format: str |
     return _load(path, text_column, None, format, require_labels=False)
 
 
+def as_list(values, source: str, what: str = "texts") -> list:
+    """list(values), refusing a single str or bytes, which list() would split into characters."""
+    if isinstance(values, (str, bytes)):
+        raise DataError(f"{source}: {what} must be a list, not a single {type(values).__name__} "
+                        f"({values[:40]!r}); wrap it in a list")
+    return list(values)
+
+
 def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str = "<memory>") -> LabelledData:
     """Build :class:`LabelledData` from Python lists, validated like a file (errors name the index).
 
     ``labels`` may be None or empty for unlabelled data; integer labels become strings.
     """
-    if isinstance(texts, (str, bytes)):
-        raise DataError(f"{source}: texts must be a list of strings, not a single {type(texts).__name__}")
-    if isinstance(labels, (str, bytes)):
-        raise DataError(f"{source}: labels must be a list of strings, not a single {type(labels).__name__}")
-    texts, labels = list(texts), list(labels or [])
+    texts, labels = as_list(texts, source), as_list(labels or [], source, "labels")
     if not texts:
         raise DataError(f"{source}: no texts")
     if labels and len(labels) != len(texts):

@@ -60,6 +60,14 @@ class TextEncoder:
             self.prefix_ids = encode_plain(self.tokenizer, self.prompt.prefix)
             self.suffix_ids = encode_plain(self.tokenizer, self.prompt.suffix)
 
+    @property
+    def longest(self) -> int:
+        """The most positions one encoded sequence can take: max_length, plus the whole prompt in prompt
+        mode (a cached prefix still takes its positions)."""
+        if self.mode == "prompt":
+            return len(self.prefix_ids) + self.max_length + len(self.suffix_ids)
+        return self.max_length
+
     def _plain(self, text: str) -> list[int]:
         ids = self.tokenizer(self.prefix + text)["input_ids"]
         if self.append_eos and self.tokenizer.eos_token_id is not None:
