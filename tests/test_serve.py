@@ -51,11 +51,13 @@ def clf(model_dir):
 class _Server:
     """uvicorn in a background thread on 127.0.0.1:<free port>."""
 
-    def __init__(self, app):
+    def __init__(self, app, **config):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", access_log=False, lifespan="on"))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", access_log=False, lifespan="on",
+                                                    **config))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self):
@@ -451,3 +453,129 @@ def test_serve_takes_the_api_key_from_the_flag_or_the_environment(monkeypatch, m
     monkeypatch.setenv("HEADSWAP_API_KEY", "from-env")
     assert key_of(["--max-concurrent-per-client", "4"]) == ("from-env", 4)
     assert key_of(["--api-key", "from-flag"]) == ("from-flag", 0)
+
+
+def test_the_api_key_flag_warns_that_ps_shows_it_and_the_environment_does_not(monkeypatch, model_dir, capsys):
+    import argparse
+    p = argparse.ArgumentParser()
+    add_serve_arguments(p)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    monkeypatch.setenv("HEADSWAP_API_KEY", "from-env")
+    assert cmd_serve(p.parse_args(["--model-dir", str(model_dir)])) == 0
+    assert "process list" not in capsys.readouterr().err
+    assert cmd_serve(p.parse_args(["--model-dir", str(model_dir), "--api-key", "from-flag"])) == 0
+    err = capsys.readouterr().err
+    warning = [line for line in err.splitlines() if "process list" in line]
+    assert len(warning) == 1 and "--api-key" in warning[0] and "HEADSWAP_API_KEY" in warning[0]
+    assert "from-flag" not in err   # the warning does not print the key itself
+
+
+# ---- slow and stalled clients (slowloris) ------------------------------------------------------------------------
+
+READ_TIMEOUT = 0.5
+
+
+@pytest.fixture(scope="module")
+def deadline_server(clf):
+    """A server whose requests must arrive whole within READ_TIMEOUT s; "sleep" texts make the model slow."""
+    from headswap.serve.timeouts import read_timeout_protocol
+
+    class Sleepy(Flaky):
+        def predict_proba(self, texts):
+            if any("sleep" in t for t in texts):
+                time.sleep(3 * READ_TIMEOUT)
+            return self.clf.predict_proba(texts)
+
+    with _Server(create_app(Sleepy(clf), batching=False), http=read_timeout_protocol(READ_TIMEOUT)) as s:
+        yield s
+
+
+def _seconds_until_closed(port, chunks, pause=0.0, limit=5.0):
+    """Send `chunks` (pausing between them), then wait; seconds from connecting until the server closes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=limit)
+    t0 = time.monotonic()
+    try:
+        for chunk in chunks:
+            try:
+                sock.sendall(chunk)
+            except OSError:   # closed under us while trickling
+                return time.monotonic() - t0
+            time.sleep(pause)
+        received = b""
+        while time.monotonic() - t0 < limit:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            except socket.timeout:
+                return float("inf")
+            if not data:
+                break
+            received += data
+        else:
+            return float("inf")
+        assert b"HTTP/1.1 2" not in received   # refused, not answered
+        return time.monotonic() - t0
+    finally:
+        sock.close()
+
+
+HEAD = b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize("chunks, pause", [
+    ([], 0.0),                                                        # connects, sends nothing
+    ([HEAD[:30]], 0.0),                                              # half a request line
+    ([HEAD], 0.0),                                                    # headers without the blank line
+    ([HEAD[i:i + 4] for i in range(0, len(HEAD), 4)], 0.1),         # headers trickled, never finished
+    ([HEAD + b"Content-Length: 100\r\n\r\n" + b'{"texts": ['], 0.0),  # body stops short of its length
+], ids=["silent", "half-request-line", "half-headers", "trickled-headers", "short-body"])
+def test_a_request_that_does_not_arrive_whole_in_time_is_closed(deadline_server, chunks, pause):
+    elapsed = _seconds_until_closed(deadline_server.port, chunks, pause)
+    assert READ_TIMEOUT * 0.8 <= elapsed <= READ_TIMEOUT + 1.5, elapsed
+    with client(deadline_server.url) as c:
+        assert c.post("/predict", json={"texts": ["still serving"]}).status_code == 200
+
+
+def test_the_read_deadline_restarts_per_request_and_never_cuts_off_a_slow_model(deadline_server, clf):
+    with client(deadline_server.url) as c:
+        t0 = time.monotonic()
+        r = c.post("/predict", json={"texts": ["sleep then answer"]})   # the model takes 3x the deadline
+        assert r.status_code == 200 and time.monotonic() - t0 >= 3 * READ_TIMEOUT
+        check_predictions(r.json(), ["sleep then answer"], clf)
+        for _ in range(3):   # keep-alive: each request on the same connection gets its own deadline
+            time.sleep(READ_TIMEOUT * 0.6)
+            assert c.post("/predict", json={"texts": ["again"]}).status_code == 200
+    # after a complete request on a kept-alive connection, a half-sent second one is closed too
+    body = b'{"texts": ["one"]}'
+    first = HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    sock = socket.create_connection(("127.0.0.1", deadline_server.port), timeout=5)
+    try:
+        sock.sendall(first)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(HEAD[:40])
+        t0 = time.monotonic()
+        assert sock.recv(65536) == b"" and time.monotonic() - t0 <= READ_TIMEOUT + 1.5
+    finally:
+        sock.close()
+
+
+def test_without_the_deadline_uvicorn_keeps_a_half_sent_request_open(clf):
+    """The control: plain uvicorn h11 still holds the connection well past the deadline above."""
+    with _Server(create_app(clf), http="h11") as s:
+        assert _seconds_until_closed(s.port, [HEAD], limit=READ_TIMEOUT + 1.5) == float("inf")
+
+
+def test_serve_passes_its_read_timeout_to_uvicorn(monkeypatch, model_dir):
+    import argparse
+    p = argparse.ArgumentParser()
+    add_serve_arguments(p)
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    assert cmd_serve(p.parse_args(["--model-dir", str(model_dir)])) == 0
+    assert seen["http"].read_timeout == 20.0
+    assert cmd_serve(p.parse_args(["--model-dir", str(model_dir), "--read-timeout", "2.5"])) == 0
+    assert seen["http"].read_timeout == 2.5
+    for bad in ("0", "-1", "nan"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["--model-dir", "m", "--read-timeout", bad])

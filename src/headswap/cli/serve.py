@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_runtime(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but "
-                   f"/health (default: the {API_KEY_ENV} environment variable; unset: no authentication)")
+                   f"/health (default: the {API_KEY_ENV} environment variable; prefer it: a flag is visible to other "
+                   f"users in the process list; unset: no authentication)")
     p.add_argument("--max-concurrent-per-client", type=int_at_least(0),
                    default=DEFAULTS["max_concurrent_per_client"], metavar="N",
                    help="requests one client address may have in flight; more get 429 (default %(default)s: "
@@ -48,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="largest request body (default %(default)s)")
     p.add_argument("--threads", type=int_at_least(1),
                    help="torch intra-op threads (default: torch's choice; ONNX Runtime takes its own)")
+    p.add_argument("--read-timeout", type=float_at_least(0, strict=True), default=DEFAULTS["read_timeout_s"],
+                   metavar="SECONDS", help="close a connection whose request (headers and body) has not fully "
+                   "arrived SECONDS after it began (slow or stalled clients; default %(default)s)")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug", "trace"],
                    default="info")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
@@ -59,9 +63,13 @@ def run(args) -> int:
     except ImportError:
         raise HeadswapError("headswap serve needs uvicorn: pip install 'headswap[serve]'") from None
     from headswap.serve.app import create_app
+    from headswap.serve.timeouts import read_timeout_protocol
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     if api_key is not None and not api_key.strip():
         raise HeadswapError("--api-key is empty")
+    if args.api_key is not None:
+        print(f"warning: --api-key is visible to other users of this machine in the process list (ps); set the "
+              f"{API_KEY_ENV} environment variable instead", file=sys.stderr)
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
@@ -76,5 +84,7 @@ def run(args) -> int:
             f"micro-batching up to {args.max_batch_size} texts / {args.max_wait_ms:g} ms")
     print(f"serving {app.state.classifier.strategy} model from {args.model_dir} on http://{args.host}:{args.port} "
           f"({mode}); docs at /docs", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=not args.no_access_log)
+    # h11 with a read deadline: uvicorn alone never closes a connection whose request stalls half-sent.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=not args.no_access_log,
+                http=read_timeout_protocol(args.read_timeout))
     return 0
