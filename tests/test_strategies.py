@@ -74,7 +74,9 @@ def _combos():
         seen = set()
         for r in ("auto", "head-only", "lora"):
             resolved = DEFAULT_REGIME[s] if r == "auto" else r
-            if resolved not in seen and not (s == "generate-parse" and r == "head-only"):
+            # static has no transformer blocks to adapt: refusing lora is tested in test_static.py
+            if resolved not in seen and not (s == "generate-parse" and r == "head-only") \
+                    and not (s == "static" and r == "lora"):
                 seen.add(resolved)
                 out.append((s, r))
     return out
@@ -127,7 +129,7 @@ def test_zero_shot_strategies_run_untrained(models, strategy):
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ZERO_SHOT])
 def test_zero_shot_is_refused_for_untrained_heads(models, strategy):
-    assert strategy in ("encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "cross-encoder", "setfit")
+    assert strategy in ("encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "cross-encoder", "setfit", "static")
     with pytest.raises(ConfigError, match=f"'{strategy}'.*zero-shot"):
         make(strategy, models, epochs=0).fit(X, Y)
 

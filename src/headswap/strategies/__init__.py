@@ -13,6 +13,7 @@ from headswap.strategies.generate_parse import GenerateParse, parse_answer
 from headswap.strategies.lm_logits import SLMLetters, SLMLogits
 from headswap.strategies.setfit import SetFit
 from headswap.strategies.similarity import Similarity
+from headswap.strategies.static import Static
 
 REGISTRY: dict[str, Strategy] = {}
 
@@ -43,7 +44,7 @@ def names(**flags: bool) -> list[str]:
 
 
 for _s in (EmbedMLP, CausalEmbeddingMLP, SLMHiddenMLP, SLMLogits, SLMLetters, Similarity, CrossEncoder, GenerateParse,
-           SetFit):
+           SetFit, Static):
     register(_s)
 
 __all__ = ["Build", "Strategy", "REGISTRY", "register", "unregister", "get", "names", "parse_answer"]

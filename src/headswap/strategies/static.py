@@ -1,0 +1,187 @@
+"""static: the base encoder distilled by model2vec into one vector per token, mean-pooled, then a head.
+
+Distillation (model2vec.distill: each vocabulary token through the encoder, PCA, Zipf weighting) runs once
+per base model and is cached under HEADSWAP_CACHE/static; afterwards no transformer runs at all, so
+prediction is a tokenizer plus a table lookup. The distilled tokenizer is model2vec's (no special tokens),
+not the base model's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from headswap.errors import ConfigError, HeadswapError
+from headswap.strategies.base import Build, Strategy
+
+log = logging.getLogger(__name__)
+
+PCA_DIMS = 256          # model2vec's default; capped at the base model's hidden size
+# Bump when the distillation recipe changes, so older caches are not reused.
+_RECIPE = "1"
+
+
+def _missing(distill: bool) -> str | None:
+    """Why model2vec cannot run here (reading a cached table needs model2vec; distilling, its distiller too)."""
+    try:
+        import model2vec  # noqa: F401
+        if distill:
+            import model2vec.distill  # noqa: F401  (imports skeletoken)
+    except ImportError as e:
+        # model2vec[distill] pins transformers<5.4; skeletoken alone (--no-deps) distills with newer ones too.
+        return (f"strategy 'static' needs model2vec{' and skeletoken' if distill else ''} ({e}); install with: "
+                f"pip install 'headswap[static]'")
+    return None
+
+
+def _fingerprint(model, params: dict) -> str:
+    """Hash of the base model's weights and config and the distillation settings: a changed model never
+    reuses another's table."""
+    import model2vec
+    import torch
+    h = hashlib.sha256(json.dumps({"recipe": _RECIPE, "model2vec": model2vec.__version__, **params},
+                                  sort_keys=True).encode())
+    h.update(model.config.to_json_string().encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().to(torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def cache_dir(model, name: str) -> Path:
+    """The folder the distilled table of `model` lives in (it may not exist yet)."""
+    from headswap.models import cache_root
+    dims = min(PCA_DIMS, model.config.hidden_size)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:] or "model"
+    return cache_root() / "static" / f"{safe}-{_fingerprint(model, {'pca_dims': dims})}"
+
+
+def distilled(model, tokenizer, name: str):
+    """The model2vec StaticModel of `model`: read from the cache, or distilled once and written there."""
+    reason = _missing(distill=False)
+    if reason:
+        raise ConfigError(reason)
+    from model2vec import StaticModel
+    target = cache_dir(model, name)
+    if not (target / "model.safetensors").is_file():
+        reason = _missing(distill=True)
+        if reason:
+            raise ConfigError(reason)
+        from model2vec.distill import distill_from_model
+        log.info("distilling %s into static embeddings once (cached in %s)", name, target)
+        static = distill_from_model(model, tokenizer, pca_dims=min(PCA_DIMS, model.config.hidden_size),
+                                    device="cpu", quantize_to="float32")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # Written next to the target, then renamed: a killed run never leaves a half-written table.
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+            try:
+                static.save_pretrained(tmp)
+                try:
+                    os.replace(tmp, target)
+                except OSError:
+                    if not (target / "model.safetensors").is_file():   # not just another run finishing first
+                        raise
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as e:
+            raise HeadswapError(f"cannot write the distilled static embeddings into the model cache {target.parent} "
+                                f"({e.strerror}); set HEADSWAP_CACHE to a writable folder") from None
+        return static
+    return StaticModel.from_pretrained(str(target), normalize=True)
+
+
+def _text_encoder_class():
+    from headswap.text.encoding import TextEncoder
+
+    class StaticTextEncoder(TextEncoder):
+        """Batches of model2vec token ids: the whole list tokenized in one call (the Rust tokenizer)."""
+
+        def __init__(self, static, max_length: int):
+            self.static = static
+            super().__init__(tokenizer=None, mode="plain", max_length=max_length)
+
+        def __post_init__(self):
+            self.pad_id = 0     # masked out by the pooling; any valid row would do
+
+        def encode(self, texts, labels=None):
+            from headswap.text.encoding import label_value
+            self.truncated = 0
+            items = []
+            for i, ids in enumerate(self.static.tokenize(list(texts))):
+                if len(ids) > self.max_length:
+                    self.truncated += 1
+                    ids = ids[: self.max_length]
+                item = {"input_ids": ids}
+                if labels is not None:
+                    item["label"] = label_value(labels[i])
+                items.append(item)
+            return items
+
+    return StaticTextEncoder
+
+
+def _modules():
+    import torch
+    from torch import nn
+
+    class StaticBody(nn.Module):
+        """Token id -> its distilled vector (no context): (B, T) -> (B, T, D)."""
+
+        def __init__(self, vectors):
+            super().__init__()
+            self.embeddings = nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32),
+                                                           freeze=False)
+
+        def forward(self, input_ids, attention_mask, **kw):
+            return self.embeddings(input_ids)
+
+    class NormalizedMean(nn.Module):
+        """Mean over the text's tokens, then unit length (as model2vec encodes); an empty text is zeros."""
+
+        def forward(self, hidden, mask):
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+            return torch.nn.functional.normalize(mean, dim=-1)
+
+    return StaticBody, NormalizedMean
+
+
+class Static(Strategy):
+    name = "static"
+    description = ("model2vec static embeddings distilled once from the encoder (cached), mean-pooled, MLP head; "
+                   "no transformer at inference")
+    encoder_only = True
+    default_regime = "head-only"
+
+    def fits(self, kind: str) -> str | None:
+        if kind != "encoder":
+            return f"strategy {self.name!r} distills a bidirectional encoder; this model is a {kind}"
+        return None
+
+    def check(self, params) -> None:
+        super().check(params)
+        if params["regime"] in ("partial", "lora"):
+            raise ConfigError(f"strategy 'static' has no transformer blocks for regime {params['regime']!r}; use "
+                              f"head-only (the distilled table frozen) or full (the table trains too)")
+        if params.get("instruction"):
+            raise ConfigError("strategy 'static' takes no instruction: it embeds each token on its own")
+
+    def text_encoder(self, b: Build):
+        parts = Path(str(getattr(b.hf_model, "name_or_path", "") or "encoder")).parts
+        b.static = distilled(b.hf_model, b.tokenizer, "-".join(parts[-2:]))
+        return _text_encoder_class()(b.static, b.params["max_length"])
+
+    def build(self, b: Build):
+        from headswap.nn.classifier import Classifier
+        from headswap.nn.heads import make_head
+        StaticBody, NormalizedMean = _modules()
+        body = StaticBody(b.static.embedding)
+        dim = body.embeddings.embedding_dim
+        k = len(b.labels)
+        return Classifier(body, dim, k, pooling=NormalizedMean(), head=make_head(b.params["head"], dim, k))

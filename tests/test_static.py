@@ -1,0 +1,150 @@
+"""The static strategy: a tiny encoder distilled by model2vec (once, into HEADSWAP_CACHE), a head on top."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import make_tiny_causal, make_tiny_encoder
+
+pytest.importorskip("model2vec")
+
+from headswap import TextClassifier  # noqa: E402
+from headswap.cli import main  # noqa: E402
+from headswap.errors import ConfigError  # noqa: E402
+
+X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
+     "running late sorry"] * 4
+Y = ["spam", "spam", "ham", "ham", "spam", "ham"] * 4
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("cache")
+    mp.setenv("HEADSWAP_CACHE", str(folder))
+    yield folder
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory, cache):
+    torch.manual_seed(0)    # the tiny model's random weights: the same toy problem on every run
+    return str(make_tiny_encoder(tmp_path_factory.mktemp("static") / "enc"))
+
+
+@pytest.fixture(scope="module")
+def fitted(encoder):
+    return TextClassifier(strategy="static", model=encoder, epochs=30, batch_size=8, head_lr=1e-2,
+                          progress=False, seed=0).fit(X, Y)
+
+
+def test_learns_a_separable_toy_problem(fitted):
+    assert fitted.regime_ == "head-only"
+    assert list(fitted.predict(X[:6])) == Y[:6]
+    # only the head trains: the distilled table stays as model2vec made it
+    assert 0 < fitted.trainable_params_ < fitted.summary()["total_params"]
+
+
+def test_full_regime_trains_the_table(encoder):
+    clf = TextClassifier(strategy="static", model=encoder, regime="full", epochs=30, batch_size=8, head_lr=1e-2,
+                         body_lr=1e-2, progress=False, seed=0)
+    clf.fit(X, Y)
+    assert clf.trainable_params_ == clf.summary()["total_params"]
+    assert list(clf.predict(X[:6])) == Y[:6]
+
+
+def test_saves_and_reloads_exactly(fitted, tmp_path):
+    fitted.save(tmp_path / "m")
+    again = TextClassifier.load(tmp_path / "m", progress=False)
+    texts = X[:6] + ["?!", "a text with words it never saw: zebra quantum"]
+    np.testing.assert_array_equal(again.predict_proba(texts), fitted.predict_proba(texts))
+
+
+def test_distils_once_per_base_model(encoder, cache, monkeypatch):
+    tables = list((cache / "static").iterdir())
+    assert len(tables) == 1 and (tables[0] / "model.safetensors").is_file()
+    import model2vec.distill
+
+    def refuse(*a, **kw):
+        raise AssertionError("distilled again although the table is cached")
+    monkeypatch.setattr(model2vec.distill, "distill_from_model", refuse)
+    TextClassifier(strategy="static", model=encoder, epochs=1, batch_size=8, progress=False).fit(X, Y)
+    assert list((cache / "static").iterdir()) == tables
+
+
+def test_a_changed_model_gets_its_own_table(tmp_path, cache):
+    other = str(make_tiny_encoder(tmp_path / "enc"))   # same architecture, other random weights
+    before = set((cache / "static").iterdir())
+    TextClassifier(strategy="static", model=other, epochs=1, batch_size=8, progress=False).fit(X, Y)
+    assert len(set((cache / "static").iterdir()) - before) == 1
+
+
+def test_without_the_distiller_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setitem(sys.modules, "model2vec.distill", None)    # import fails as when skeletoken is missing
+    enc = str(make_tiny_encoder(tmp_path / "enc"))
+    with pytest.raises(ConfigError, match=r"headswap\[static\]"):
+        TextClassifier(strategy="static", model=enc, epochs=1, progress=False).fit(X, Y)
+    assert not (tmp_path / "empty-cache" / "static").exists() or not any((tmp_path / "empty-cache" / "static")
+                                                                        .iterdir())
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"regime": "lora"}, "no transformer blocks for regime 'lora'"),
+    ({"regime": "partial"}, "no transformer blocks for regime 'partial'"),
+    ({"instruction": "Classify"}, "takes no instruction"),
+])
+def test_settings_it_cannot_use_are_refused(encoder, kw, message):
+    with pytest.raises(ConfigError, match=message):
+        TextClassifier(strategy="static", model=encoder, progress=False, **kw).fit(X, Y)
+
+
+def test_a_causal_model_is_refused(tmp_path):
+    causal = str(make_tiny_causal(tmp_path / "cau"))
+    with pytest.raises(ConfigError, match="distills a bidirectional encoder"):
+        TextClassifier(strategy="static", model=causal, progress=False).fit(X, Y)
+
+
+def test_through_the_cli(encoder, tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\n" + "".join(f"{x},{y}\n" for x, y in zip(X, Y)))
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(data), "--strategy", "static", "--model", encoder, "--epochs", "30",
+                 "--head-lr", "1e-2", "--batch-size", "8", "--out", str(out), "-q"]) == 0
+    config = json.loads((out / "headswap_config.json").read_text())
+    assert config["params"]["strategy"] == "static" and config["regime"] == "head-only"
+    capsys.readouterr()
+    assert main(["predict", "--model-dir", str(out), "win cash now", "see you at noon"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["label"] for line in lines] == ["spam", "ham"]
+
+
+def test_cli_refuses_lora_in_one_line(encoder, tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\n" + "".join(f"{x},{y}\n" for x, y in zip(X, Y)))
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(data), "--strategy", "static", "--model", encoder, "--regime", "lora",
+                 "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "regime 'lora'" in err[0] and "Traceback" not in err[0]
+    assert not out.exists()
+
+
+def test_in_bench(encoder, tmp_path):
+    from headswap.bench.run import run_bench
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split in ("train", "test"):
+        (folder / f"{split}.csv").write_text("text,label\n" + "".join(f"{x},{y}\n" for x, y in zip(X, Y)))
+    results = run_bench(folder, models=[encoder], strategies="static", out=tmp_path / "out", epochs=1,
+                        batch_size=8, progress=False, estimate=False, log=lambda *_: None)
+    rows = [r for r in results["rows"] if r["strategy"] == "static"]
+    assert len(rows) == 1 and rows[0]["status"] == "ok", rows
+    assert rows[0]["regime"] == "head-only" and 0 <= rows[0]["macro_f1"] <= 1
