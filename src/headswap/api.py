@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
 from headswap.data.load import LabelledData, as_list, from_lists, load_class_weights, load_descriptions
+from headswap.data.load import warn_lookalike_labels
 from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
@@ -210,6 +211,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             X, y = X.texts, X.labels
         y = list(as_list(y, "training data", "labels"))
         train = self._labelled(X, y, "training data")
+        warn_lookalike_labels(label_names(train.labels) if self.multi_label else train.labels, "training data")
         if self.multi_label:
             labels = label_names(train.labels)
             self.classes_ = np.array(labels, dtype=object)

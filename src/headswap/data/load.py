@@ -25,6 +25,7 @@ __all__ = [
     "load_dataset",
     "load_texts",
     "check_training_data",
+    "warn_lookalike_labels",
     "check_eval_labels",
     "load_descriptions",
     "load_class_weights",
@@ -351,12 +352,39 @@ def check_training_data(data: LabelledData) -> list[str]:
         raise DataError(f"{data.source}: training data needs labels, and this data has none")
     check_single_labels(data)
     names = data.label_names()
+    warn_lookalike_labels(names, data.source)
     if len(names) < 2:
         raise DataError(
             f"{data.source}: training data needs at least 2 classes, but every record "
             f"({len(data)} in all) has the label {names[0]!r}"
         )
     return names
+
+
+def warn_lookalike_labels(labels: Sequence[str], source: str) -> None:
+    """Warn about labels that differ only by surrounding whitespace ('ham' and 'ham '): they are separate
+    classes that print alike. They stay as written (labels are never altered here); the user decides."""
+    groups: dict[str, list[str]] = {}
+    for label in dict.fromkeys(labels):
+        if isinstance(label, str):
+            groups.setdefault(label.strip(), []).append(label)
+    for same in map(sorted, groups.values()):
+        if len(same) > 1:
+            names = ", ".join(map(repr, same[:-1])) + f" and {same[-1]!r}"
+            warn_once(("labels", *same), f"{source}: labels {names} differ only by surrounding whitespace, so they "
+                                         f"are {len(same)} separate classes; labels are kept exactly as written: "
+                                         f"fix the data if they are one class")
+
+
+_warned: set = set()
+
+
+def warn_once(key, message: str) -> None:
+    """Log a warning the first time `key` comes up in this process: the command line checks the data and then
+    fits on it, and bench fits once per row, so the same problem would otherwise print again and again."""
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning("%s", message)
 
 
 def check_single_labels(data: LabelledData) -> None:

@@ -8,7 +8,7 @@ import random
 from collections import Counter
 from typing import Sequence
 
-from headswap.data.load import LabelledData
+from headswap.data.load import LabelledData, warn_once
 from headswap.errors import ConfigError, DataError
 
 logger = logging.getLogger("headswap.data.load")   # the name tests and users filter on
@@ -100,6 +100,14 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
                             f"without validation")
         logger.warning("%s", what)
     train_idx = [i for i in range(len(data)) if i not in test_set]
+    seen = {data.texts[i] for i in train_idx}
+    leaked = sum(data.texts[i] in seen for i in test_set)
+    if leaked:
+        # Kept, not moved: the split stays what the seed gives, and deduplicating is the user's call.
+        message = (f"{data.source}: {leaked} of the {len(test_set)} texts held out for validation also appear in "
+                   f"the training part (duplicate texts), so the validation score (which picks the best epoch "
+                   f"and fits the calibration) is optimistic; remove duplicates to hold out unseen texts")
+        warn_once(message, message)
     return _subset(data, train_idx), _subset(data, sorted(test_set))
 
 

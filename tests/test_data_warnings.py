@@ -1,0 +1,78 @@
+"""Data that trains, but not as the user likely meant (issue 23's probe): labels that differ only by surrounding
+whitespace, and duplicate texts on both sides of the validation hold-out. Each is a warning, printed once; the
+data itself is kept exactly as given."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+from tiny_models import make_tiny_encoder
+
+from headswap import TextClassifier
+from headswap.data.load import LabelledData, from_lists
+from headswap.data.sampling import stratified_split
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_labels_that_differ_only_by_whitespace_are_kept_and_warned_about(tmp_path, caplog):
+    enc = make_tiny_encoder(tmp_path / "enc")
+    texts = ["win cash now", "free call now", "see you at noon", "ok home", "on my way"] * 2
+    labels = ["junk", "junk", "fine", "fine ", "fine"] * 2
+    with caplog.at_level(logging.WARNING):
+        clf = TextClassifier(model=str(enc), epochs=1, progress=False, eval_fraction=0).fit(texts, labels)
+    assert list(clf.classes_) == ["fine", "fine ", "junk"]           # not stripped: three classes, as written
+    found = [m for m in _warnings(caplog) if "surrounding whitespace" in m]
+    assert found == ["training data: labels 'fine' and 'fine ' differ only by surrounding whitespace, so they are 2 "
+                     "separate classes; labels are kept exactly as written: fix the data if they are one class"]
+
+
+def test_duplicates_across_the_hold_out_are_counted(caplog):
+    texts = [f"text {i % 15}" for i in range(60)]                      # every text four times
+    data = from_lists(texts, ["a" if i % 2 else "b" for i in range(60)], "dupes.csv")
+    with caplog.at_level(logging.WARNING):
+        train, val = stratified_split(data, 0.25, seed=3)
+    leaked = sum(t in set(train.texts) for t in val.texts)
+    assert leaked > 0
+    assert [m for m in _warnings(caplog) if "held out" in m] == [
+        f"dupes.csv: {leaked} of the {len(val)} texts held out for validation also appear in the training part "
+        f"(duplicate texts), so the validation score (which picks the best epoch and fits the calibration) is "
+        f"optimistic; remove duplicates to hold out unseen texts"]
+    assert len(train) + len(val) == 60                                  # nothing dropped or moved
+
+
+def test_no_warning_for_clean_data(caplog):
+    data = LabelledData([f"unique text {i}" for i in range(40)], ["x", "y"] * 20, "clean.csv", list(range(2, 42)))
+    with caplog.at_level(logging.WARNING):
+        stratified_split(data, 0.2, seed=0)
+    assert _warnings(caplog) == []
+
+
+def test_the_command_line_prints_each_warning_once(tmp_path):
+    enc = make_tiny_encoder(tmp_path / "enc")
+    data = tmp_path / "d"
+    data.mkdir()
+    rows = [("win cash now", "spam"), ("free call now", "spam"), ("see you at noon", "ham"), ("ok home", "ham "),
+            ("on my way", "ham")] * 6                                  # 30 texts, each five times
+    (data / "train.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    r = subprocess.run([sys.executable, "-m", "headswap.cli", "train", "--data", str(data), "--model", str(enc),
+                        "--epochs", "1", "--eval-fraction", "0.2", "--out", str(tmp_path / "m"), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    whitespace = [x for x in lines if "differ only by surrounding whitespace" in x]
+    assert whitespace == [f"{data / 'train.csv'}: labels 'ham' and 'ham ' differ only by surrounding whitespace, so "
+                          f"they are 2 separate classes; labels are kept exactly as written: fix the data if they "
+                          f"are one class"]
+    held = [x for x in lines if "held out for validation" in x]
+    assert len(held) == 1
+    n, of = map(int, re.search(r": (\d+) of the (\d+) texts held out", held[0]).groups())
+    assert n == of > 0                                                  # every held-out text is also in training
