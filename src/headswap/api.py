@@ -86,7 +86,22 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         params["regime"] = self.regime_
         params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
         self.strategy_.check(params)
+        self._check_positions()
         return params
+
+    def _check_positions(self, spec=None, prompt: int = 0) -> None:
+        """Refuse a max_length that, with `prompt` tokens around the text, is more than the model's positions
+        (read from its config, no weights loaded): it would pass every check and then fail inside torch on the
+        first long text. A model that does not resolve is left to the loader to report."""
+        from headswap.models import position_limit, resolve_model
+        try:
+            limit = position_limit(spec or resolve_model(self.model))
+        except HeadswapError:
+            return
+        if limit is not None and self.max_length + prompt > limit:
+            raise ConfigError(f"max_length {self.max_length} is more than {self.model!r} can take: it has "
+                              f"{limit} positions" + (f", of which the prompt takes {prompt}" if prompt else "")
+                              + f"; use max_length <= {limit - prompt}")
 
     # ---- building the module -----------------------------------------------------------------------
     def _build(self, labels: list[str], descriptions: dict[str, str], weights: dict | None = None) -> None:
@@ -106,12 +121,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             hf_logging.enable_progress_bar()
         b = Build(params, hf_model, tokenizer, spec.kind, list(labels), descriptions, zero_shot=self.epochs == 0)
         b.encoder = strategy.text_encoder(b)
-        limit = getattr(hf_model.config, "max_position_embeddings", None)
-        if isinstance(limit, int) and b.encoder is not None and b.encoder.longest > limit:
-            prompt = b.encoder.longest - self.max_length
-            raise ConfigError(f"max_length {self.max_length} is more than {self.model!r} can take: it has "
-                              f"{limit} positions" + (f", of which the prompt takes {prompt}" if prompt else "")
-                              + f"; use max_length <= {limit - prompt}")
+        if b.encoder is not None:   # the prompt's tokens are known only now
+            self._check_positions(spec, prompt=b.encoder.longest - self.max_length)
         module = strategy.build(b)
         b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
         module.eval()
@@ -392,6 +403,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap import runtime as runtimes
         path = Path(path)
         config = model_dir.read_config(path)
+        check_saved_config(path, config)
         which = runtimes.resolve(runtime, config, path)
         params = {k: v for k, v in config["params"].items() if k in settings.defaults()}
         base = config.get("base_model") or {}
@@ -411,12 +423,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         else:
             weights = model_dir.read_weights(path)
             torch.manual_seed(clf.seed)
-            clf._build(clf.labels_, clf.descriptions_, weights=weights)
+            try:
+                clf._build(clf.labels_, clf.descriptions_, weights=weights)
+            except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
+                raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
             if which == "torch-int8":
                 clf.param_counts_ = clf._param_counts()
                 clf.module_ = runtimes.quantize_torch(clf.module_)
         clf.runtime_ = which
-        clf.history_, clf.train_seconds_, clf.notes_ = config.get("history", []), config.get("train_seconds", 0.0), []
+        clf.history_, clf.notes_ = config.get("history") or [], []
+        clf.train_seconds_ = config.get("train_seconds") or 0.0
         clf.evaluation_ = config.get("evaluation")
         clf.temperature_ = config.get("temperature")
         clf.thresholds_ = config.get("thresholds")
@@ -442,6 +458,64 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.encoder_ = TextEncoder(self.tokenizer_, **export["encoder"])
         self.param_counts_ = self.module_.summary
         self.model_spec_, self.prompt_, self.saved_, self.lora_ = None, None, {}, None
+
+
+# The settings that decide what is built, present in every saved config: without one, loading would
+# silently build the default instead. (Settings added since, such as multi_label, default to what older
+# saves meant.)
+_BUILT_FROM = ("strategy", "model", "regime", "pooling", "head", "max_length", "instruction", "epochs", "last_n",
+               "lora_r", "lora_alpha", "lora_dropout")
+_MISSING = object()
+
+
+def check_saved_config(path: Path, config: dict) -> None:
+    """Raise HeadswapError naming headswap_config.json and the first key that TextClassifier.load reads and
+    finds missing or of the wrong type (a hand-edited or damaged file), before anything is built from it."""
+    where = path / model_dir.CONFIG_FILE
+
+    def check(key, value, ok, expected):
+        if not ok(value):
+            got = "it is missing" if value is _MISSING else f"got {value!r:.80}"
+            raise HeadswapError(f"{where} is corrupt: {key} must be {expected}; {got}")
+
+    def optional(ok):
+        return lambda v: v is _MISSING or v is None or ok(v)
+
+    def is_number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+    params = config.get("params", _MISSING)
+    check("params", params, lambda v: isinstance(v, dict), "an object of settings")
+    for key in _BUILT_FROM:
+        check(f"params.{key}", params.get(key, _MISSING), lambda v: v is not _MISSING,
+              "set (it decides what is built)")
+    try:
+        settings.check({k: v for k, v in params.items() if k in settings.defaults()})
+    except ConfigError as e:
+        raise HeadswapError(f"{where} is corrupt (params): {e}") from None
+    check("params.model", params["model"], lambda v: isinstance(v, str) and v, "a model reference")
+    check("params.instruction", params["instruction"], optional(lambda v: isinstance(v, str)), "a string or null")
+    labels = config.get("labels", _MISSING)
+    check("labels", labels, lambda v: isinstance(v, list) and len(v) >= 2 and len(set(map(repr, v))) == len(v)
+          and all(isinstance(x, str) and x for x in v), "a list of two or more distinct non-empty strings")
+    check("label_values", config.get("label_values", _MISSING), optional(
+        lambda v: isinstance(v, list) and len(v) == len(labels)
+        and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)),
+        f"a list of {len(labels)} strings or integers (one per label)")
+    check("descriptions", config.get("descriptions", _MISSING), lambda v: isinstance(v, dict)
+          and set(v) == set(labels) and all(isinstance(x, str) for x in v.values()),
+          "an object {label: description} for every label")
+    check("base_model", config.get("base_model", _MISSING),
+          optional(lambda v: isinstance(v, dict) and isinstance(v.get("ref", ""), str)
+                   and isinstance(v.get("builtin", False), bool)),
+          'an object {"ref": string, "builtin": true or false}')
+    for key, ok, expected in (("history", lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
+                               "a list of objects"),
+                              ("train_seconds", is_number, "a number >= 0"),
+                              ("evaluation", lambda v: isinstance(v, dict), "an object or null"),
+                              ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
+                              ("export", lambda v: isinstance(v, dict), "an object or null")):
+        check(key, config.get(key, _MISSING), optional(ok), expected)
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import errno
+import functools
 import hashlib
 import importlib.util
 import json
@@ -186,6 +187,12 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
         if not weights:
             raise ModelNotAvailable(f"folder {ref!r} has a config.json but no weights (model.safetensors or "
                                     f"pytorch_model.bin); the model folder is incomplete")
+        if not any(w.endswith((".safetensors", ".safetensors.index.json")) for w in weights):
+            # Unpickling runs whatever code the file names; torch's weights_only guard refuses some of it,
+            # but as a traceback and only on recent versions. Safetensors holds tensors and nothing else.
+            raise ModelNotAvailable(f"{p / sorted(weights)[0]}: pickled weights are refused (loading a pickle can "
+                                    f"run code); give the model as safetensors (model.save_pretrained writes "
+                                    f"model.safetensors by default)")
         return ModelSpec(
             ref=ref, path=str(p.resolve()), gguf_file=None, kind=kind or detect_kind(config), builtin=False
         )
@@ -196,25 +203,61 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
     raise ModelNotAvailable(_not_available_message(ref))
 
 
-def block_count(ref_or_spec) -> int | None:
-    """Transformer blocks of a model, read from its config or GGUF header without loading weights (None when
-    the config does not say)."""
-    spec = _as_spec(ref_or_spec)
+def _header_int(spec: ModelSpec, gguf_key: str, config_keys: tuple[str, ...]) -> int | None:
+    """An integer from a model's GGUF header (``{architecture}.{gguf_key}``) or its config.json (the first of
+    ``config_keys`` present), read without loading weights; None when neither says."""
     if spec.gguf_file:
-        import gguf
-        fields = gguf.GGUFReader(os.path.join(spec.path, spec.gguf_file)).fields
-        arch = fields.get("general.architecture")
-        name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else "llama"
-        count = fields.get(f"{name}.block_count")
-        return int(count.parts[count.data[0]][0]) if count is not None else None
+        return _gguf_int(os.path.join(spec.path, spec.gguf_file), gguf_key)
+    config = _config_json(spec)
+    for key in config_keys:
+        if isinstance(config.get(key), int) and not isinstance(config[key], bool):
+            return config[key]
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _gguf_int(file: str, key: str) -> int | None:
+    # Cached: GGUFReader parses every tensor's header too, seconds for SmolLM2 on a busy CPU.
+    import gguf
+    fields = gguf.GGUFReader(file).fields
+    arch = fields.get("general.architecture")
+    name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else "llama"
+    value = fields.get(f"{name}.{key}")
+    return int(value.parts[value.data[0]][0]) if value is not None else None
+
+
+def _config_json(spec: ModelSpec) -> dict:
     try:
         config = json.loads((Path(spec.path) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
-        if isinstance(config.get(key), int):
-            return config[key]
-    return None
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def block_count(ref_or_spec) -> int | None:
+    """Transformer blocks of a model, read from its config or GGUF header without loading weights (None when
+    the config does not say)."""
+    return _header_int(_as_spec(ref_or_spec), "block_count", ("num_hidden_layers", "n_layer", "num_layers", "n_layers"))
+
+
+# Encoders whose position ids start after the padding index (RoBERTa's scheme): max_position_embeddings 514
+# holds 512 tokens.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                     "data2vec-text", "longformer", "mpnet", "ibert")
+
+
+def position_limit(ref_or_spec) -> int | None:
+    """The most tokens one sequence may hold (max_position_embeddings, or a GGUF file's context length), read
+    without loading weights; None when the model does not say (its positions are then unbounded here)."""
+    spec = _as_spec(ref_or_spec)
+    if spec.gguf_file and (gguf_cache_dir(spec) / "config.json").is_file():    # converted: its config is quicker
+        spec = dataclasses.replace(spec, path=str(gguf_cache_dir(spec)), gguf_file=None)
+    limit = _header_int(spec, "context_length", ("max_position_embeddings", "n_positions"))
+    if limit is not None and not spec.gguf_file:
+        config = _config_json(spec)
+        if config.get("model_type") in _OFFSET_POSITIONS and isinstance(config.get("pad_token_id"), int):
+            limit -= config["pad_token_id"] + 1
+    return limit
 
 
 def _as_spec(ref_or_spec: str | os.PathLike | ModelSpec, kind: str | None = None) -> ModelSpec:
@@ -387,7 +430,9 @@ def load_model(
     folder = _load_dir(spec)
     tokenizer = load_tokenizer(spec)
     auto = AutoModelForCausalLM if spec.kind == "causal" and causal_lm_head else AutoModel
-    model = auto.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
+    # use_safetensors: a pickle beside the safetensors file is never unpickled (resolve_model refuses a folder
+    # that holds only pickles).
+    model = auto.from_pretrained(folder, dtype=torch.float32, local_files_only=True, use_safetensors=True)
     model.float().eval()
     if getattr(model.config, "pad_token_id", None) is None:
         # Keeps HF code paths that look for padding (e.g. sequence-classification pooling) working.
