@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
     add_columns(p)
     p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png (per_label_f1.png for multi-label "
-                   "models) and reliability_diagram.png (default: MODEL_DIR/eval)")
+                   "models) and reliability_diagram.png (default: MODEL_DIR-eval, beside the model, not in it)")
     p.add_argument("--limit", type=int_at_least(1), help="evaluate a stratified sample of this many texts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true")
@@ -32,6 +32,8 @@ def run(args) -> int:
     from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
 
     check_output_dir("--out", args.out)
+    if not args.out:
+        check_output_dir("the default --out", str(default_eval_dir(args.model_dir)))
     files = data_files(args.data)
     if Path(args.data).is_dir():
         # Only a test split is evaluated from a folder: train.csv scores are not a measure of quality and
@@ -50,7 +52,7 @@ def run(args) -> int:
     else:
         check_eval_labels(list(clf.labels_), data)
     m = clf.evaluate(data.texts, data.labels)
-    out = Path(args.out or Path(args.model_dir) / "eval")
+    out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
     if clf.multi_label:    # no single confusion matrix: the per-label report says what each label got
@@ -84,3 +86,9 @@ def temperature_text(t) -> str:
     if isinstance(t, (list, tuple)):
         return f"temperatures {min(t):.2f}-{max(t):.2f} ({len(t)} labels)"
     return f"temperature {t:.3f}"
+
+
+def default_eval_dir(model_dir) -> Path:
+    """MODEL_DIR-eval: beside the model, not inside it, so the model directory holds only what a save wrote."""
+    model = Path(model_dir).resolve()
+    return model.with_name(model.name + "-eval")
