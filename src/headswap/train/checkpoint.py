@@ -109,6 +109,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_failure(e: BaseException, root: Path) -> str | None:
+    """Why writing into root failed, when it is the machine's doing (a full disk, a permission); None for
+    anything else. torch.save drops errno ("unexpected pos ..."), so a short write on a disk with under
+    1 MiB free is taken for a full disk."""
+    from headswap.model_dir import os_error_reason
+    reason = os_error_reason(e)
+    if reason is None and isinstance(e, RuntimeError) and "unexpected pos" in str(e):
+        reason = "No space left on device" if shutil.disk_usage(root).free < 2**20 else str(e).splitlines()[0]
+    return reason
+
+
 def _jsonable(v):
     if isinstance(v, (np.integer, np.floating, np.bool_)):
         return v.item()
@@ -150,9 +161,15 @@ def write_checkpoint(root, meta: dict, trainable: dict[str, torch.Tensor], optim
             f.flush()
             os.fsync(f.fileno())
         _fsync_dir(tmp)
-    except BaseException:
+    except BaseException as e:
+        reason = _write_failure(e, root)       # before the partial files go and free their space
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if reason is None:
+            raise
+        kept = "the previous checkpoint is kept" if (root / LAST).is_dir() else "no checkpoint was written"
+        if not any(root.iterdir()):
+            root.rmdir()
+        raise HeadswapError(f"writing a training checkpoint in {root} failed: {reason}; {kept}") from None
     last = root / LAST
     if last.exists():
         os.replace(last, root / f".old-{tag}")
