@@ -6,19 +6,26 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
+
+from headswap.errors import HeadswapError
 
 
 @contextmanager
 def atomic_path(path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; once the block succeeds it replaces `path` (one rename)."""
+    """Yield a temporary path beside `path` (an empty file, unique to this writer); once the block succeeds it
+    replaces `path` (one rename) with the mode an ordinary new file gets."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)   # unique per writer
+    os.close(fd)
+    tmp = Path(name)
     try:
         yield tmp
+        ordinary_mode(tmp)      # mkstemp's 0600 (and safetensors' own) would keep other users out
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -31,26 +38,106 @@ def write_text(path, text: str) -> Path:
     return Path(path)
 
 
-def replace_dir(out, write: Callable[[Path], object]) -> Path:
-    """Write a folder with write(OUT.tmp), then swap it in for OUT, so that OUT is always complete.
+def replace_dir(out, write: Callable[[Path], object], owned: Iterable[str] = ()) -> Path:
+    """Write a folder with write(NEW), then swap it in for OUT, so that OUT is always complete.
 
-    Sequence: write(OUT.tmp); rename OUT -> OUT.old (a directory cannot be renamed over a non-empty one);
-    rename OUT.tmp -> OUT; remove OUT.old. A crash before the first rename leaves OUT untouched; one between
-    the renames leaves the old folder in OUT.old and the new one in OUT.tmp.
+    NEW (and OLD, where the previous OUT goes) get unique names beside OUT, so two writers never share one.
+    Sequence: write(NEW); rename OUT -> OLD; rename NEW -> OUT; move into OUT every entry of OLD that is not
+    in `owned` (what the previous save wrote and this one replaces) and that NEW did not write; remove OLD.
+    So a file a user put in OUT, or `headswap eval`'s output, is never deleted. A failed write removes NEW and
+    leaves OUT as it was; a crash between the renames leaves the old folder in OLD (.OUT.old-*).
     """
     given = Path(out)
     out = given.resolve()
-    tmp, old = out.with_name(out.name + ".tmp"), out.with_name(out.name + ".old")
-    if tmp.exists():
-        shutil.rmtree(tmp)          # a write that was interrupted earlier
-    if old.exists() and out.exists():
-        shutil.rmtree(old)          # left by a crash after the swap (with no OUT, OUT.old is kept for now)
-    write(tmp)
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    owned = set(owned)
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        write(new)
+        os.chmod(new, 0o777 & ~umask())     # mkdtemp makes it private; a saved model is an ordinary folder
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    old = None
+    with _folder_lock(out.parent):  # the two renames of one writer are not interleaved with another's
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old)    # onto the empty folder mkdtemp made: a unique name, taken atomically
+        os.replace(new, out)
+        if old is not None:
+            try:
+                for entry in old.iterdir():
+                    if entry.name not in owned and not (out / entry.name).exists():
+                        os.replace(entry, out / entry.name)
+            except OSError as e:    # OLD is then kept whole: it holds files that are not ours to delete
+                raise HeadswapError(f"{out} now holds the new model, but moving the other files of the previous "
+                                    f"one back into it failed ({e.strerror or e}); they are in {old}") from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)     # only what the previous save wrote is left in it
     return given
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on a folder, held for a few renames (no lock file left behind); a no-op where
+    flock does not exist."""
+    try:
+        import fcntl
+    except ImportError:     # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def umask() -> int:
+    """The process's umask (read by setting and restoring it: Python has no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_mode(path) -> None:
+    """Give a written file the mode a plain open() would (safetensors writes 0600)."""
+    os.chmod(path, 0o666 & ~umask())
+
+
+@contextmanager
+def output_lock(out, flag: str = "--out") -> Iterator[None]:
+    """Hold OUT for this process while it trains into and saves OUT: a second headswap given the same OUT
+    stops at once with one line instead of the two overwriting each other's checkpoints and files.
+
+    The lock is the file .OUT.lock beside OUT, removed on exit; folders made to hold it are removed again if
+    the command left nothing in them (a refused command changes nothing on disk)."""
+    from filelock import FileLock, Timeout
+
+    out = Path(out).resolve()
+    made = [d for d in out.parents if not d.exists()]      # deepest first
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out.with_name(f".{out.name}.lock")))
+    try:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise HeadswapError(f"{flag} {out} is being written by another headswap process (it holds "
+                                f"{lock.lock_file}); wait for it to finish or give another directory") from None
+        try:
+            yield
+        finally:
+            # Unlinked while still held: a process that opened the file just before sees a lock that guards
+            # no name (filelock checks), never a second lock on a new file while this one still writes.
+            Path(lock.lock_file).unlink(missing_ok=True)
+            lock.release()
+    finally:
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:
+                break       # not empty: the command wrote there
 
 
 def sha256_of(path: Path) -> str:

@@ -23,10 +23,12 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -77,42 +79,47 @@ def _validation_f1(clf, validation) -> float:
 
 
 def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
-    """Save the winner as OUT/model (exported to ONNX when it can be); returns (path, why not exported)."""
+    """Save the winner as OUT/model (exported to ONNX when it can be); returns (path, why not exported).
+    OUT/model is swapped in whole (model_dir.save_into): files a user put there are kept."""
+    why = []
+    target = model_dir.save_into(out / "model", lambda folder: why.append(_write_winner(winner, folder, quantize,
+                                                                                          log)))
+    return target, why[0]
+
+
+def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
+    """Write the winner into the new, empty `folder`; returns why it was not exported (None when it was)."""
     from headswap.tfidf import TfidfClassifier
 
-    target = out / "model"
-    if target.exists():
-        shutil.rmtree(target)
     if isinstance(winner, TfidfClassifier):
-        winner.save(target)
-        return target, "a TF-IDF model runs on scikit-learn; there is nothing to export"
+        winner.save(folder)
+        return "a TF-IDF model runs on scikit-learn; there is nothing to export"
     if not winner.strategy_.exportable or winner.model_spec_.kind != "encoder":
-        winner.save(target)
-        return target, f"{winner.strategy} on a {winner.model_spec_.kind} model cannot be exported to ONNX"
+        winner.save(folder)
+        return f"{winner.strategy} on a {winner.model_spec_.kind} model cannot be exported to ONNX"
     try:
         from headswap.runtime import import_onnxruntime
         import_onnxruntime()
     except HeadswapError as e:
-        winner.save(target)
-        return target, str(e)
+        winner.save(folder)
+        return str(e)
     from headswap.export import export
 
-    staging = out / ".model-torch"
-    if staging.exists():
-        shutil.rmtree(staging)
-    winner.save(staging)
+    staging = Path(tempfile.mkdtemp(prefix=".model-torch-", dir=folder.parent))
     try:
-        entry = export(staging, target, quantize=quantize)
-    except Exception as e:  # the trained winner must not be lost to a failed export: ship it on torch
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
-        log(f"exporting the winner failed ({type(e).__name__}: {e}); saved it for torch instead")
-        return target, f"export failed: {type(e).__name__}: {e}"
+        winner.save(staging)
+        try:
+            entry = export(staging, folder, quantize=quantize)
+        except Exception as e:  # the trained winner must not be lost to a failed export: ship it on torch
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(staging, folder)
+            log(f"exporting the winner failed ({type(e).__name__}: {e}); saved it for torch instead")
+            return f"export failed: {type(e).__name__}: {e}"
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"exported the winner to ONNX ({entry['quantize']}); its logits differ from torch's by at most "
         f"{entry['check']['max_abs_logit_diff']:.2g} on the check texts")
-    return target, None
+    return None
 
 
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MODELS, strategies="all",

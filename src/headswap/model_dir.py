@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headswap import __version__
-from headswap.atomic import atomic_path
+from headswap.atomic import atomic_path, replace_dir
 from headswap.errors import HeadswapError
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
 FORMAT_VERSION = 1
+# What a save or an export writes into a model directory (and a later save replaces); anything else found
+# there (a user's notes, `headswap eval` output) is carried over into the new model, never deleted.
+OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, "model.onnx", "tokenizer", "checkpoints")
 
 if TYPE_CHECKING:   # torch is imported where weights are read or written: the TF-IDF model reads configs too
     import torch
@@ -42,6 +45,36 @@ def write(path: Path, config: dict, module: torch.nn.Module, summary: dict) -> P
     (path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
     write_model_card(path / CARD_FILE, config, summary)
     return path
+
+
+def save_into(out, save) -> Path:
+    """save(folder) into OUT atomically: OUT is the old model or the complete new one, and whatever headswap
+    did not write there is kept. A write that fails (a full disk) leaves OUT as it was and no temporary files,
+    and is one HeadswapError naming OUT and the system's reason."""
+    def write(folder: Path) -> None:
+        try:
+            save(folder)
+        except Exception as e:
+            reason = os_error_reason(e)
+            if reason is None:
+                raise
+            raise HeadswapError(f"saving the model to {out} failed: {reason}; {out} is as it was") from None
+
+    return replace_dir(out, write, owned=OWNED)
+
+
+def os_error_reason(e: BaseException) -> str | None:
+    """The system's reason (e.g. "No space left on device") when `e` is an I/O failure: an OSError, or
+    safetensors' own error type, which wraps one as "... (os error 28)"; None for anything else."""
+    import errno
+    import os
+    import re
+    if isinstance(e, OSError):
+        return e.strerror or str(e) or type(e).__name__
+    code = re.search(r"\(os error (\d+)\)", str(e))
+    if code and int(code.group(1)) in errno.errorcode:
+        return os.strerror(int(code.group(1)))
+    return None
 
 
 def read_config(path: Path) -> dict:

@@ -37,10 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from headswap.atomic import output_lock
     from headswap.auto import auto
 
     check_arguments(args, "auto")
-    auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
-         quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
-         **settings_from(args, skip=NOT_SETTINGS))
+    with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
+        auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
+             quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
+             **settings_from(args, skip=NOT_SETTINGS))
     return 0

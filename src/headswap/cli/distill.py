@@ -90,8 +90,10 @@ def run(args) -> int:
     student = distillation.distill(teacher, train.texts, train.labels, unlabeled, label_weight=args.label_weight,
                                    progress=not args.quiet)
     student.distillation_["teacher"] = str(Path(args.teacher).resolve())
-    from headswap.atomic import replace_dir
-    out = replace_dir(args.out, student.save)
+    from headswap.atomic import output_lock
+    from headswap.model_dir import save_into
+    with output_lock(args.out):
+        out = save_into(args.out, student.save)
     record = student.distillation_
     agreement = f"{record['agreement']:.1%} of the training texts"
     if unlabeled:

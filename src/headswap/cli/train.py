@@ -10,7 +10,7 @@ from pathlib import Path
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, int_at_least
 from headswap.cli.options import check_model_out, settings_from
-from headswap.errors import ConfigError, DataError
+from headswap.errors import ConfigError, DataError, HeadswapError
 
 HELP = "train a classifier on a labelled file and save it"
 
@@ -32,6 +32,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    import os
+
+    from headswap.atomic import output_lock
+    check_model_out("--out", args.out)
+    if os.environ.get("RANK", "0") != "0":   # under `accelerate launch` the main process holds OUT
+        return _run(args)
+    with output_lock(args.out):             # a second train into the same OUT stops at once
+        return _run(args)
+
+
+def _run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels, check_training_data
     from headswap.data.multilabel import check_eval_label_sets, read_label_sets
@@ -102,5 +113,13 @@ def run(args) -> int:
 def save_atomically(clf, out) -> Path:
     """Save into OUT so that OUT is always a complete model (the old or the new one); OUT/checkpoints, the
     per-epoch training checkpoints, goes away with the old folder once the new model is in place."""
-    from headswap.atomic import replace_dir
-    return replace_dir(out, clf.save)
+    from headswap.model_dir import save_into
+    try:
+        return save_into(out, clf.save)
+    except HeadswapError as e:
+        checkpoints = Path(out) / "checkpoints"
+        if not checkpoints.is_dir():
+            raise
+        size = sum(f.stat().st_size for f in checkpoints.rglob("*") if f.is_file())
+        raise HeadswapError(f"{e}; the training checkpoints in {checkpoints} ({size / 2**20:.0f} MB) are kept: "
+                            f"rerun with --resume once there is room, or delete them") from None
