@@ -161,6 +161,7 @@ def test_damaged_or_mismatched_exports_are_clear_errors(models, tmp_path):
     config = _config(d2)
     config["labels"].append("extra")
     config["label_values"].append("extra")
+    config["descriptions"]["extra"] = "extra"     # a consistent config: only the graph disagrees
     (d2 / "headswap_config.json").write_text(json.dumps(config))
     with pytest.raises(HeadswapError, match="gives 2 logits per text for 3 labels"):
         TextClassifier.load(d2)

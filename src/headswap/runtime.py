@@ -56,7 +56,12 @@ class OnnxRunner:
         file = inside(path, export.get("file"), "export.file")
         if not file.is_file():
             raise HeadswapError(f"{file} is missing; the exported model directory is incomplete")
-        if export.get("sha256") and sha256_of(file) != export["sha256"]:
+        if not isinstance(export.get("sha256"), str):
+            # Every export records it; without it a replaced graph would load unnoticed, and predict's model
+            # fingerprint (config and weights) would not see the change either.
+            raise HeadswapError(f"{path}/headswap_config.json is corrupt: export.sha256 (the graph's checksum) is "
+                                f"missing; export the model again")
+        if sha256_of(file) != export["sha256"]:
             raise HeadswapError(f"{file} does not match {path}/headswap_config.json (its sha256 differs): the file "
                                 f"was changed or replaced after export; export the model again")
         try:

@@ -31,7 +31,7 @@ def run(args) -> int:
     from headswap.api import load_model
     from headswap.data.stream import (check_same_model, completed_rows, iter_texts, predict_stream, skip_done,
                                       stdin_texts)
-    from headswap.model_dir import fingerprint
+    from headswap.model_dir import fingerprint, read_config
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
@@ -43,12 +43,15 @@ def run(args) -> int:
     if out_path and out_path.exists() and not out_path.is_file():
         raise HeadswapError(f"--out {args.out} is not a file")
     if out_path and not out_path.parent.is_dir():
-        raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} does not exist")
+        # Refused rather than created (as pandas' to_csv does): a mistyped path would leave folders about.
+        raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} "
+                            f"{'is not a folder' if out_path.parent.exists() else 'does not exist'}")
+    read_config(Path(args.model_dir))    # a missing or damaged model is named as such, not as "another model"
     model = fingerprint(Path(args.model_dir))
     skip, last, keep = 0, None, 0
     if out_path and args.resume:
         skip, last, keep = completed_rows(out_path)      # read only: checked before a byte is changed
-        check_same_model(out_path, last, model)
+        check_same_model(out_path, last, model, args.model_dir)
     elif out_path and out_path.exists() and out_path.stat().st_size:
         raise HeadswapError(f"{out_path} exists; pass --resume to continue it, or remove it")
     if args.texts:

@@ -122,8 +122,9 @@ def completed_rows(out_path: Path) -> tuple[int, dict | None, int]:
     return len(lines), (json.loads(lines[-1]) if lines else None), keep
 
 
-def check_same_model(out_path: Path, last_done: dict | None, model: str) -> None:
-    """Refuse to continue predictions another model wrote (its fingerprint is in every record)."""
+def check_same_model(out_path: Path, last_done: dict | None, model: str, model_dir="--model-dir") -> None:
+    """Refuse to continue predictions another model wrote (its fingerprint is in every record). A file from
+    a headswap that wrote no fingerprints is continued, with a warning."""
     if last_done is None:
         return
     before = last_done.get("model")
@@ -131,8 +132,9 @@ def check_same_model(out_path: Path, last_done: dict | None, model: str) -> None
         logger.warning("%s was written by a headswap without model fingerprints; cannot check that it was the "
                        "same model", out_path)
     elif before != model:
-        raise DataError(f"{out_path} was written by another model (fingerprint {before}, this --model-dir is "
-                        f"{model}); refusing to resume into it, nothing was changed")
+        raise DataError(f"{out_path} was written by another model ({before}), not --model-dir {model_dir} "
+                        f"({model}; fingerprints: sha256 of config and weights); refusing to resume into it, "
+                        f"nothing was changed")
 
 
 def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None):
