@@ -552,7 +552,15 @@ def test_the_read_deadline_restarts_per_request_and_never_cuts_off_a_slow_model(
     sock = socket.create_connection(("127.0.0.1", deadline_server.port), timeout=5)
     try:
         sock.sendall(first)
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        response = b""
+        while b"\r\n\r\n" not in response:
+            response += sock.recv(65536)
+        head, _, body = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        while len(body) < length:   # the whole response, so the next recv sees only the close
+            body += sock.recv(65536)
         sock.sendall(HEAD[:40])
         t0 = time.monotonic()
         assert sock.recv(65536) == b"" and time.monotonic() - t0 <= READ_TIMEOUT + 1.5
@@ -579,3 +587,57 @@ def test_serve_passes_its_read_timeout_to_uvicorn(monkeypatch, model_dir):
     for bad in ("0", "-1", "nan"):
         with pytest.raises(SystemExit):
             p.parse_args(["--model-dir", "m", "--read-timeout", bad])
+
+
+# ---- memory: a fixed glibc mmap threshold ------------------------------------------------------------------------
+
+RETAIN = """
+import ctypes, sys, psutil
+from headswap.serve.memory import fix_malloc_mmap_threshold
+if sys.argv[1] == "fix":
+    assert fix_malloc_mmap_threshold()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+def touched(n):
+    block = libc.malloc(n)
+    ctypes.memset(block, 1, n)
+    return block
+rss = lambda: psutil.Process().memory_info().rss
+libc.free(touched(24 << 20))   # a freed 24 MiB mmap block: by default glibc raises its mmap threshold past it
+before = rss()
+libc.free(touched(8 << 20))    # so this 8 MiB one comes from the heap, and stays there once freed
+print((rss() - before) / 2**20)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc's malloc only")
+def test_serve_fixes_the_mmap_threshold_so_freed_activations_leave_the_process(monkeypatch, model_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "retain.py"
+    script.write_text(RETAIN)
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+
+    def retained_mb(mode):
+        out = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        return float(out.stdout)
+
+    assert retained_mb("plain") >= 6      # glibc's default: the freed block stays in the process
+    assert retained_mb("fix") < 2         # fixed threshold: it goes back to the OS
+
+    import argparse
+    import headswap.serve.memory as memory
+    calls = []
+    monkeypatch.setattr(memory, "fix_malloc_mmap_threshold", lambda: calls.append(1) or True)
+    p = argparse.ArgumentParser()
+    add_serve_arguments(p)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    assert cmd_serve(p.parse_args(["--model-dir", str(model_dir)])) == 0
+    assert calls == [1]   # `headswap serve` sets it (create_app alone does not touch the process's malloc)
+
+    monkeypatch.undo()
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")   # a value the user chose stands
+    assert memory.fix_malloc_mmap_threshold() is False

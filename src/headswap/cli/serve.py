@@ -63,6 +63,7 @@ def run(args) -> int:
     except ImportError:
         raise HeadswapError("headswap serve needs uvicorn: pip install 'headswap[serve]'") from None
     from headswap.serve.app import create_app
+    from headswap.serve.memory import fix_malloc_mmap_threshold
     from headswap.serve.timeouts import read_timeout_protocol
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     if api_key is not None and not api_key.strip():
@@ -70,6 +71,8 @@ def run(args) -> int:
     if args.api_key is not None:
         print(f"warning: --api-key is visible to other users of this machine in the process list (ps); set the "
               f"{API_KEY_ENV} environment variable instead", file=sys.stderr)
+    # Before the model loads: otherwise RSS climbs with every new request shape (headswap.serve.memory).
+    fix_malloc_mmap_threshold()
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
