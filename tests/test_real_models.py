@@ -73,9 +73,10 @@ def test_cli_train_eval_predict_on_real_data(tmp_path):
     assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
     r = run("eval", "--model-dir", str(out), "--data", str(data / "test.csv"), "--limit", "60", "-q")
     assert r.returncode == 0, r.stderr
-    metrics = json.loads((out / "eval" / "metrics.json").read_text())
+    evaluated = tmp_path / "model-eval"                  # beside the model, not inside it
+    metrics = json.loads((evaluated / "metrics.json").read_text())
     assert metrics["n"] == 60 and "confusion_matrix" in metrics
-    assert (out / "eval" / "confusion_matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (evaluated / "confusion_matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = run("predict", "--model-dir", str(out), "WINNER!! claim your free prize now, txt 80082", "see you at 6")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
