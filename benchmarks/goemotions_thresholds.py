@@ -42,7 +42,7 @@ def main() -> int:
         raw = expit(np.asarray(logits))
         row = {f"raw@{t}": f1_score(y, raw >= t, average="macro", zero_division=0) for t in (0.3, 0.5)}
         # the model's own rule, as evaluate() applies it: per-label temperature, then per-label threshold
-        row["tuned"] = f1_score(y, clf._chosen(clf._probabilities(logits)), average="macro", zero_division=0)
+        row["tuned"] = f1_score(y, clf.target_.chosen(clf.target_.probabilities(logits, clf.temperature_), clf.thresholds_), average="macro", zero_division=0)
         out[str(path)] = row
         print(path, {k: round(v, 4) for k, v in row.items()}, flush=True)
     args.out.write_text(json.dumps(out, indent=1))

@@ -32,6 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.bench.perf import matmul_peak_gflops  # noqa: E402
 from headswap.data.sampling import stratified_split  # noqa: E402
+from headswap.fitted import Fitted  # noqa: E402
 from headswap.nn.dropout import BitsDropout  # noqa: E402
 from headswap.train.loop import EpochShuffle, TrainConfig, item_length, fit  # noqa: E402
 
@@ -165,7 +166,8 @@ def main(argv=None) -> int:
     data = load_dataset(args.data)
     labels = sorted(set(data.labels))
     clf = TextClassifier(strategy="slm-logits", model="smollm2-135m", regime="lora", progress=False)
-    clf._build(labels, {lab: lab for lab in labels})
+    clf.fitted_ = Fitted.for_labels(labels)
+    clf._build()
     index = {lab: i for i, lab in enumerate(labels)}
     all_items = clf.encoder_.encode(data.texts, [index[v] for v in data.labels])
     sample, _ = stratified_split(data, 1 - args.n / len(data), seed=0) if args.n < len(data) else (data, None)

@@ -16,6 +16,7 @@ from torch import nn
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError
+from headswap.fitted import Fitted
 from headswap.nn.dropout import BitsDropout
 from headswap.train.loop import EpochShuffle, epoch_seed
 
@@ -75,7 +76,8 @@ def test_lora_branches_get_bits_dropout_with_the_configured_p(tmp_path):
     model = make_tiny_causal(tmp_path / "cau")
     clf = TextClassifier(strategy="slm-logits", model=str(model), regime="lora", lora_dropout=0.1, epochs=1,
                          progress=False)
-    clf._build(["a", "b"], {"a": "a", "b": "b"})
+    clf.fitted_ = Fitted.for_labels(["a", "b"])
+    clf._build()
     drops = [m for name, m in clf.module_.named_modules() if ".lora_dropout." in name + "."]
     drops = [d for m in drops for d in m.children()] if drops and isinstance(drops[0], nn.ModuleDict) else drops
     assert drops and all(isinstance(d, BitsDropout) and d.p == 0.1 for d in drops)

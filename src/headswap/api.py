@@ -22,13 +22,13 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import model_dir, settings
-from headswap.data.load import LabelledData, as_list, from_lists, load_class_weights, load_descriptions
-from headswap.data.load import warn_lookalike_labels
-from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
+from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
-from headswap.metrics import Metrics, metrics_from_logits
+from headswap.fitted import Fitted, expose
+from headswap.metrics import Metrics
 from headswap.strategies import Build, get
+from headswap.targets import SingleLabel, check_known, targets_for
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
 from headswap.train.lora import LoraSettings
 from headswap.train.regimes import count_parameters, prepare
@@ -36,6 +36,7 @@ from headswap.train.regimes import count_parameters, prepare
 log = logging.getLogger(__name__)
 
 
+@expose   # labels_, classes_, temperature_, history_, ...: the fields of headswap.fitted.Fitted, in fitted_
 class TextClassifier(ClassifierMixin, BaseEstimator):
     """Train, use, save and reload a text classifier built from a small pretrained model.
 
@@ -66,6 +67,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def regime_(self) -> str:
         return self.strategy_.default_regime if self.regime == "auto" else self.regime
 
+    @property
+    def target_(self) -> SingleLabel:
+        """What a label is (headswap.targets): one class per text, or a set of them."""
+        return targets_for(self.multi_label, self.label_separator)
+
     def resolved_params(self) -> dict:
         """The settings, checked (alone and against the strategy), with regime and body learning rate
         resolved. Raises ConfigError naming the first bad one; loads nothing."""
@@ -74,15 +80,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if not (params["class_weight"] is None or isinstance(params["class_weight"], (str, dict, Path))):
             raise ConfigError(f"class_weight must be None, 'balanced', a dict {{label: weight}} or a file path, "
                               f"got {type(params['class_weight']).__name__}")
-        if params["multi_label"]:
-            if params["class_weight"] is not None:
-                raise ConfigError("class_weight is for single-label data; multi-label training does not take it yet")
-            if params["metric"] in settings.BINARY_METRICS:
-                raise ConfigError(f"metric {params['metric']!r} scores the positive class of two-class data; for "
-                                  f"multi-label data use one of {', '.join(settings.MULTI_LABEL_METRICS)}")
-        elif params["metric"] in settings.MULTI_LABEL_ONLY_METRICS:
-            raise ConfigError(f"metric {params['metric']!r} is for multi-label data (multi_label=True); use "
-                              f"macro_f1, weighted_f1 or accuracy")
+        self.target_.check(params)
         params["regime"] = self.regime_
         params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
         self.strategy_.check(params)
@@ -104,7 +102,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                               + f"; use max_length <= {limit - prompt}")
 
     # ---- building the module -----------------------------------------------------------------------
-    def _build(self, labels: list[str], descriptions: dict[str, str], weights: dict | None = None) -> None:
+    def _build(self, weights: dict | None = None) -> None:
+        """The strategy's module on the base model, for fitted_'s labels; `weights`: a saved model's."""
         from headswap.models import load_model, resolve_model
 
         params, strategy = self.resolved_params(), self.strategy_
@@ -119,7 +118,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
         finally:
             hf_logging.enable_progress_bar()
-        b = Build(params, hf_model, tokenizer, spec.kind, list(labels), descriptions, zero_shot=self.epochs == 0)
+        b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
+                  zero_shot=self.epochs == 0)
         b.encoder = strategy.text_encoder(b)
         if b.encoder is not None:   # the prompt's tokens are known only now
             self._check_positions(spec, prompt=b.encoder.longest - self.max_length)
@@ -141,47 +141,45 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
-        params = self.resolved_params()
-        train, labels = self._training_data(X, y)
+        params, target = self.resolved_params(), self.target_
+        if isinstance(X, LabelledData):
+            X, y = X.texts, X.labels
+        y = as_list(y, "training data", "labels")
+        train = target.read(X, y, "training data")
+        labels, classes = target.classes(train, y)
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
-        self.labels_ = labels
-        self.descriptions_ = load_descriptions(descriptions if descriptions is not None else self.descriptions,
-                                               labels)
+        descriptions = load_descriptions(descriptions if descriptions is not None else self.descriptions, labels)
         if eval_texts is not None:
-            val = self._labelled(eval_texts, eval_labels, "evaluation data")
+            val = target.read(eval_texts, eval_labels, "evaluation data")
         elif self.eval_fraction and self.epochs > 0 and len(train) >= 20:
-            # Multi-label rows are stratified by their first label: label-set combinations are mostly unique.
-            by = [row[0] for row in train.labels] if self.multi_label else None
-            train, val = stratified_split(train, self.eval_fraction, self.seed, by=by)
+            train, val = stratified_split(train, self.eval_fraction, self.seed, by=target.stratify_by(train.labels))
         else:
             val = None
         if val is not None:
-            self._check_known(val.labels, "evaluation")
-        self.class_weight_ = None if self.multi_label else load_class_weights(self.class_weight, labels,
-                                                                               train.labels)
-        self.temperature_, self.thresholds_ = None, None
+            check_known(target, val.labels, labels, "evaluation")
+        self.fitted_ = Fitted(labels, classes, descriptions,
+                              class_weight=target.class_weight(self.class_weight, labels, train.labels))
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
-        self._build(labels, self.descriptions_)
+        self._build()
         self.build_seconds_ = time.perf_counter() - t0
-        self.history_, self.train_seconds_, self.notes_ = [], 0.0, []
-        y_val = self._targets(val.labels) if val is not None else None
+        y_val = target.encode(val.labels, labels) if val is not None else None
         if self.epochs == 0:
             self.trainable_params_ = 0
             if val is not None:     # nothing trains, but given validation data still calibrates
-                self._after_training(self.decision_function(val.texts), y_val)
+                self._calibrate(self.decision_function(val.texts), y_val)
             return self
-        y_train = self._targets(train.labels)
+        y_train = target.encode(train.labels, labels)
         train_items = self.encoder_.encode(train.texts, y_train)
         note = self.encoder_.report_truncation(len(train), "training texts")
         if note:
             self.notes_.append(note)
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
+        weights = self.class_weight_
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
-                             "class_weight": [self.class_weight_[lab] for lab in labels] if self.class_weight_
-                             else None,
+                             "class_weight": [weights[lab] for lab in labels] if weights else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
         t0 = time.perf_counter()
         self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, y_train, params,
@@ -204,88 +202,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            self._after_training(logits, y_val)
+            self._calibrate(logits, y_val)
         return self
-
-    # ---- labels in, targets out --------------------------------------------------------------------
-    def _labelled(self, X, y, source: str) -> LabelledData:
-        """Texts and labels checked; for multi-label, each label a tuple of names."""
-        if not self.multi_label:
-            return from_lists(X, [str(v) for v in as_list(y, source, "labels")], source)
-        data = from_lists(X, None, source)
-        data.labels = list(y)
-        read_label_sets(data, self.label_separator, where=lambda i: f"{source}, index {i}")
-        return data
-
-    def _training_data(self, X, y) -> tuple[LabelledData, list[str]]:
-        if isinstance(X, LabelledData):
-            X, y = X.texts, X.labels
-        y = list(as_list(y, "training data", "labels"))
-        train = self._labelled(X, y, "training data")
-        warn_lookalike_labels(label_names(train.labels) if self.multi_label else train.labels, "training data")
-        if self.multi_label:
-            labels = label_names(train.labels)
-            self.classes_ = np.array(labels, dtype=object)
-            return train, labels
-        # Labels are strings inside (prompts, descriptions, saved config); classes_ keeps the caller's
-        # integer labels as integers, so that predict() output compares equal to y (sklearn's score).
-        numeric = bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
-        labels = sorted(set(train.labels), key=int if numeric else None)
-        self.classes_ = np.array([int(s) for s in labels]) if numeric else np.array(labels, dtype=object)
-        return train, labels
-
-    def _check_known(self, labels, what: str) -> None:
-        seen = set(label_names(labels)) if self.multi_label else set(labels)
-        unseen = sorted(seen - set(self.labels_))
-        if unseen:
-            raise HeadswapError(f"{what} labels never seen in training: {unseen}; known: {list(self.labels_)}")
-
-    def _targets(self, labels):
-        """Class indices (N,), or (N, K) 0/1 indicators for multi-label data."""
-        if self.multi_label:
-            return binarize(labels, self.labels_)
-        index = {lab: i for i, lab in enumerate(self.labels_)}
-        return [index[v] for v in labels]
-
-    # ---- after training: calibration and decision thresholds -------------------------------------
-    def _after_training(self, logits, y, fit_temperature: bool | None = None) -> None:
-        """On validation logits: fit the temperature (when fit_temperature, default the temperature_scaling
-        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities."""
-        from headswap import calibration
-        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
-        if self.temperature_scaling if fit_temperature is None else fit_temperature:
-            if self.multi_label:
-                self.temperature_ = calibration.fit_label_temperatures(logits, y)
-            else:
-                self.temperature_ = calibration.fit_temperature(logits, y)
-            log.info("calibration: temperature %s fitted on %d validation texts",
-                     np.round(self.temperature_, 3), len(y))
-        if self.multi_label:
-            self.thresholds_ = tune_thresholds(self._probabilities(logits), y).tolist()
-
-    def calibrate(self, X, y) -> "TextClassifier":
-        """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds) on
-        labelled texts held out from training. fit() does this on its validation data."""
-        self._check_fitted()
-        data = self._labelled(X, y, "calibration data")
-        self._check_known(data.labels, "calibration")
-        self._after_training(self.decision_function(data.texts), self._targets(data.labels), fit_temperature=True)
-        return self
-
-    def _probabilities(self, logits) -> np.ndarray:
-        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float64)
-        t = getattr(self, "temperature_", None)
-        scaled = logits / torch.as_tensor(t if t is not None else 1.0, dtype=torch.float64)
-        return (torch.sigmoid(scaled) if self.multi_label else torch.softmax(scaled, -1)).numpy()
-
-    def _chosen(self, probs: np.ndarray) -> np.ndarray:
-        """Multi-label: (N, K) booleans, each label's probability against its threshold (0.5 untuned)."""
-        return np.asarray(probs) >= np.asarray(getattr(self, "thresholds_", None) or [0.5] * len(self.labels_))
-
-    def decide(self, probs: np.ndarray) -> list[tuple]:
-        """Multi-label models: from predict_proba's output, a tuple per text of the labels whose probability
-        reaches their threshold."""
-        return to_sets(self._chosen(probs), list(self.classes_))
 
     def _on_features(self, train_items, y_train, val_items, y_val):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
@@ -297,6 +215,28 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         val = cached(val_items, y_val, "caching validation features") if val_items else None
         return (cached(train_items, y_train, "caching training features"), val, HeadOnFeatures(self.module_.head),
                 collate_features)
+
+    # ---- after training: calibration and decision thresholds -------------------------------------
+    def _calibrate(self, logits, y, fit_temperature: bool | None = None) -> None:
+        """On validation logits: fit the temperature (when fit_temperature, default the temperature_scaling
+        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities."""
+        target = self.target_
+        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+        if self.temperature_scaling if fit_temperature is None else fit_temperature:
+            self.temperature_ = target.fit_temperature(logits, y)
+            log.info("calibration: temperature %s fitted on %d validation texts",
+                     np.round(self.temperature_, 3), len(y))
+        self.thresholds_ = target.thresholds(target.probabilities(logits, self.temperature_), y)
+
+    def calibrate(self, X, y) -> "TextClassifier":
+        """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds) on
+        labelled texts held out from training. fit() does this on its validation data."""
+        self._check_fitted()
+        data = self.target_.read(X, y, "calibration data")
+        check_known(self.target_, data.labels, self.labels_, "calibration")
+        self._calibrate(self.decision_function(data.texts), self.target_.encode(data.labels, self.labels_),
+                        fit_temperature=True)
+        return self
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -319,44 +259,38 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
         data each label's own sigmoid (with its own temperature)."""
-        return self._probabilities(self.decision_function(X)).astype(np.float32)
+        return self.target_.probabilities(self.decision_function(X), self.temperature_).astype(np.float32)
 
     def predict(self, X):
         """The class of each text (an array like classes_); for multi-label data, a list with a tuple of
         labels per text (possibly empty: no label reached its threshold)."""
         logits = self.decision_function(X)   # checks fitted before classes_ is read
-        if self.multi_label:
-            return self.decide(self._probabilities(logits))
-        return self.classes_[logits.argmax(axis=1)]
+        return self.target_.decide(self.target_.probabilities(logits, self.temperature_), self.thresholds_,
+                                   self.classes_)
+
+    def decide(self, probs: np.ndarray):
+        """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
+        of the labels whose probability reaches their threshold."""
+        return self.target_.decide(probs, self.thresholds_, self.classes_)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""
         if not self.multi_label:
             return super().score(X, y, sample_weight)
-        truth = label_sets(list(y), self.label_separator)
-        pred = self.predict(X)
+        truth, pred = self.target_.truth(y), self.predict(X)
         return float(np.mean([set(a) == set(b) for a, b in zip(truth, pred)]))
 
     def evaluate(self, X, y) -> Metrics:
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
-        from headswap import calibration
-        from headswap.metrics import MultiLabelMetrics
         self._check_fitted()
-        labels = list(self.labels_)
-        data = self._labelled(X, y, "evaluation data")
-        self._check_known(data.labels, "evaluation")
+        target, labels = self.target_, list(self.labels_)
+        data = target.read(X, y, "evaluation data")
+        check_known(target, data.labels, labels, "evaluation")
         t0 = time.perf_counter()
         logits = self.decision_function(data.texts)
         seconds = time.perf_counter() - t0
-        target = self._targets(data.labels)
-        t = getattr(self, "temperature_", None)
-        if self.multi_label:
-            m = MultiLabelMetrics(labels, target > 0.5, self._chosen(self._probabilities(logits)),
-                                  getattr(self, "thresholds_", None))
-            cal = calibration.report_multi_label(logits, target, t)
-        else:
-            m = metrics_from_logits(torch.from_numpy(logits), target, labels, self.positive_label)
-            cal = calibration.report(logits, target, t)
+        m, cal = target.metrics(logits, target.encode(data.labels, labels), labels, self.positive_label,
+                                self.temperature_, self.thresholds_)
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=len(data) / seconds if seconds else 0.0)
         m.extra["calibration"] = cal
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
@@ -366,7 +300,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         return {"strategy": self.strategy, "model": self.model, "regime": self.regime_,
                 **(self.param_counts_ or self._param_counts()), "runtime": self.runtime_,
-                "train_seconds": getattr(self, "train_seconds_", 0.0)}
+                "train_seconds": self.train_seconds_}
 
     def _param_counts(self) -> dict:
         return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
@@ -381,19 +315,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             raise HeadswapError(f"this classifier runs on {self.runtime_}; save() writes torch weights: load it with "
                                 f"runtime='torch' to save it (an exported directory is a saved model already)")
         params = self.get_params()
-        if getattr(self, "class_weight_", None) is not None:
+        if self.class_weight_ is not None:
             params["class_weight"] = self.class_weight_    # the weights used, whatever file or rule gave them
-        config = {"params": params, "labels": list(self.labels_),
-                  "label_values": self.classes_.tolist(), "descriptions": self.descriptions_,
+        config = {"params": params, **self.fitted_.labels_config(),
                   "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
                   "prompt": vars(self.prompt_) if self.prompt_ else None,
                   "answer_token_ids": None, **self.saved_,
                   "lora": self.lora_.to_dict() if self.lora_ else None,
-                  "temperature": getattr(self, "temperature_", None),
-                  "thresholds": getattr(self, "thresholds_", None),
-                  "body_tuning": getattr(self, "body_tuning_", None),
-                  "history": self.history_, "train_seconds": self.train_seconds_,
-                  "evaluation": getattr(self, "evaluation_", None)}
+                  **self.fitted_.fit_config()}
         return model_dir.write(Path(path), config, self.module_, self.summary())
 
     @classmethod
@@ -403,7 +332,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap import runtime as runtimes
         path = Path(path)
         config = model_dir.read_config(path)
-        check_saved_config(path, config)
+        model_dir.check_config(path, config)
         which = runtimes.resolve(runtime, config, path)
         params = {k: v for k, v in config["params"].items() if k in settings.defaults()}
         base = config.get("base_model") or {}
@@ -414,30 +343,20 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # A reloaded model does not continue its training run: refitting it starts afresh.
         params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
-        clf.labels_ = list(config["labels"])
-        values = config.get("label_values") or clf.labels_
-        clf.classes_ = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
-        clf.descriptions_ = config["descriptions"]
+        clf.fitted_ = Fitted.from_config(config)
         if which == "onnx":
             clf._load_onnx(path, config["export"])
         else:
             weights = model_dir.read_weights(path)
             torch.manual_seed(clf.seed)
             try:
-                clf._build(clf.labels_, clf.descriptions_, weights=weights)
+                clf._build(weights=weights)
             except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
                 raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
             if which == "torch-int8":
                 clf.param_counts_ = clf._param_counts()
                 clf.module_ = runtimes.quantize_torch(clf.module_)
         clf.runtime_ = which
-        clf.history_, clf.notes_ = config.get("history") or [], []
-        clf.train_seconds_ = config.get("train_seconds") or 0.0
-        clf.evaluation_ = config.get("evaluation")
-        clf.temperature_ = config.get("temperature")
-        clf.thresholds_ = config.get("thresholds")
-        clf.body_tuning_ = config.get("body_tuning")
-        clf.class_weight_ = params.get("class_weight") if isinstance(params.get("class_weight"), dict) else None
         return clf
 
     def _load_onnx(self, path: Path, export: dict) -> None:
@@ -458,64 +377,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self.encoder_ = TextEncoder(self.tokenizer_, **export["encoder"])
         self.param_counts_ = self.module_.summary
         self.model_spec_, self.prompt_, self.saved_, self.lora_ = None, None, {}, None
-
-
-# The settings that decide what is built, present in every saved config: without one, loading would
-# silently build the default instead. (Settings added since, such as multi_label, default to what older
-# saves meant.)
-_BUILT_FROM = ("strategy", "model", "regime", "pooling", "head", "max_length", "instruction", "epochs", "last_n",
-               "lora_r", "lora_alpha", "lora_dropout")
-_MISSING = object()
-
-
-def check_saved_config(path: Path, config: dict) -> None:
-    """Raise HeadswapError naming headswap_config.json and the first key that TextClassifier.load reads and
-    finds missing or of the wrong type (a hand-edited or damaged file), before anything is built from it."""
-    where = path / model_dir.CONFIG_FILE
-
-    def check(key, value, ok, expected):
-        if not ok(value):
-            got = "it is missing" if value is _MISSING else f"got {value!r:.80}"
-            raise HeadswapError(f"{where} is corrupt: {key} must be {expected}; {got}")
-
-    def optional(ok):
-        return lambda v: v is _MISSING or v is None or ok(v)
-
-    def is_number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-
-    params = config.get("params", _MISSING)
-    check("params", params, lambda v: isinstance(v, dict), "an object of settings")
-    for key in _BUILT_FROM:
-        check(f"params.{key}", params.get(key, _MISSING), lambda v: v is not _MISSING,
-              "set (it decides what is built)")
-    try:
-        settings.check({k: v for k, v in params.items() if k in settings.defaults()})
-    except ConfigError as e:
-        raise HeadswapError(f"{where} is corrupt (params): {e}") from None
-    check("params.model", params["model"], lambda v: isinstance(v, str) and v, "a model reference")
-    check("params.instruction", params["instruction"], optional(lambda v: isinstance(v, str)), "a string or null")
-    labels = config.get("labels", _MISSING)
-    check("labels", labels, lambda v: isinstance(v, list) and len(v) >= 2 and len(set(map(repr, v))) == len(v)
-          and all(isinstance(x, str) and x for x in v), "a list of two or more distinct non-empty strings")
-    check("label_values", config.get("label_values", _MISSING), optional(
-        lambda v: isinstance(v, list) and len(v) == len(labels)
-        and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)),
-        f"a list of {len(labels)} strings or integers (one per label)")
-    check("descriptions", config.get("descriptions", _MISSING), lambda v: isinstance(v, dict)
-          and set(v) == set(labels) and all(isinstance(x, str) for x in v.values()),
-          "an object {label: description} for every label")
-    check("base_model", config.get("base_model", _MISSING),
-          optional(lambda v: isinstance(v, dict) and isinstance(v.get("ref", ""), str)
-                   and isinstance(v.get("builtin", False), bool)),
-          'an object {"ref": string, "builtin": true or false}')
-    for key, ok, expected in (("history", lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
-                               "a list of objects"),
-                              ("train_seconds", is_number, "a number >= 0"),
-                              ("evaluation", lambda v: isinstance(v, dict), "an object or null"),
-                              ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
-                              ("export", lambda v: isinstance(v, dict), "an object or null")):
-        check(key, config.get(key, _MISSING), optional(ok), expected)
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from headswap import __version__
+from headswap import __version__, settings
 from headswap.atomic import atomic_path, replace_dir
-from headswap.errors import HeadswapError
+from headswap.errors import ConfigError, HeadswapError
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
 FORMAT_VERSION = 1
@@ -103,6 +103,64 @@ def read_config(path: Path) -> dict:
             raise HeadswapError(f"{cfg_file} is corrupt: {len(value)} {key} for {len(config.get('labels') or ())} "
                                 f"labels")
     return config
+
+
+# The settings that decide what is built, present in every saved config: without one, loading would
+# silently build the default instead. (Settings added since, such as multi_label, default to what older
+# saves meant.)
+_BUILT_FROM = ("strategy", "model", "regime", "pooling", "head", "max_length", "instruction", "epochs", "last_n",
+               "lora_r", "lora_alpha", "lora_dropout")
+_MISSING = object()
+
+
+def check_config(path: Path, config: dict) -> None:
+    """Raise HeadswapError naming headswap_config.json and the first key that TextClassifier.load reads and
+    finds missing or of the wrong type (a hand-edited or damaged file), before anything is built from it."""
+    where = path / CONFIG_FILE
+
+    def check(key, value, ok, expected):
+        if not ok(value):
+            got = "it is missing" if value is _MISSING else f"got {value!r:.80}"
+            raise HeadswapError(f"{where} is corrupt: {key} must be {expected}; {got}")
+
+    def optional(ok):
+        return lambda v: v is _MISSING or v is None or ok(v)
+
+    def is_number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+    params = config.get("params", _MISSING)
+    check("params", params, lambda v: isinstance(v, dict), "an object of settings")
+    for key in _BUILT_FROM:
+        check(f"params.{key}", params.get(key, _MISSING), lambda v: v is not _MISSING,
+              "set (it decides what is built)")
+    try:
+        settings.check({k: v for k, v in params.items() if k in settings.defaults()})
+    except ConfigError as e:
+        raise HeadswapError(f"{where} is corrupt (params): {e}") from None
+    check("params.model", params["model"], lambda v: isinstance(v, str) and v, "a model reference")
+    check("params.instruction", params["instruction"], optional(lambda v: isinstance(v, str)), "a string or null")
+    labels = config.get("labels", _MISSING)
+    check("labels", labels, lambda v: isinstance(v, list) and len(v) >= 2 and len(set(map(repr, v))) == len(v)
+          and all(isinstance(x, str) and x for x in v), "a list of two or more distinct non-empty strings")
+    check("label_values", config.get("label_values", _MISSING), optional(
+        lambda v: isinstance(v, list) and len(v) == len(labels)
+        and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)),
+        f"a list of {len(labels)} strings or integers (one per label)")
+    check("descriptions", config.get("descriptions", _MISSING), lambda v: isinstance(v, dict)
+          and set(v) == set(labels) and all(isinstance(x, str) for x in v.values()),
+          "an object {label: description} for every label")
+    check("base_model", config.get("base_model", _MISSING),
+          optional(lambda v: isinstance(v, dict) and isinstance(v.get("ref", ""), str)
+                   and isinstance(v.get("builtin", False), bool)),
+          'an object {"ref": string, "builtin": true or false}')
+    for key, ok, expected in (("history", lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
+                               "a list of objects"),
+                              ("train_seconds", is_number, "a number >= 0"),
+                              ("evaluation", lambda v: isinstance(v, dict), "an object or null"),
+                              ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
+                              ("export", lambda v: isinstance(v, dict), "an object or null")):
+        check(key, config.get(key, _MISSING), optional(ok), expected)
 
 
 def fingerprint(path: Path) -> str:

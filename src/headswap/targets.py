@@ -1,0 +1,163 @@
+"""What a label is: one class per text (SingleLabel) or a set of classes (MultiLabel).
+
+Each turns the caller's labels into training targets, and logits into probabilities, decisions, calibration and
+metrics, so that TextClassifier carries no branch on the kind of labels. Targets are class indices (N,) for
+single-label data and (N, K) 0/1 indicators for multi-label data: what the training loop's loss reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from headswap import settings
+from headswap.data.load import LabelledData, as_list, from_lists, load_class_weights, warn_lookalike_labels
+from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
+from headswap.errors import ConfigError, HeadswapError
+
+
+class SingleLabel:
+    """Each text has exactly one class: softmax over the K logits, argmax decides."""
+
+    multi_label = False
+
+    def check(self, params: dict) -> None:
+        if params["metric"] in settings.MULTI_LABEL_ONLY_METRICS:
+            raise ConfigError(f"metric {params['metric']!r} is for multi-label data (multi_label=True); use "
+                              f"macro_f1, weighted_f1 or accuracy")
+
+    def read(self, X, y, source: str) -> LabelledData:
+        """Texts and labels checked (errors name the index); labels become strings."""
+        return from_lists(X, [str(v) for v in as_list(y, source, "labels")], source)
+
+    def classes(self, data: LabelledData, y: list) -> tuple[list[str], np.ndarray]:
+        """(label names in logit order, classes_). Labels are strings inside (prompts, descriptions, saved
+        config); classes_ keeps the caller's integer labels as integers, so that predict() output compares equal
+        to y (scikit-learn's score)."""
+        warn_lookalike_labels(data.labels, "training data")
+        numeric = bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
+        names = sorted(set(data.labels), key=int if numeric else None)
+        return names, np.array([int(s) for s in names]) if numeric else np.array(names, dtype=object)
+
+    def names_in(self, labels) -> set[str]:
+        return set(labels)
+
+    def encode(self, labels, names: list[str]) -> list[int]:
+        index = {lab: i for i, lab in enumerate(names)}
+        return [index[v] for v in labels]
+
+    def stratify_by(self, labels) -> list | None:
+        return None
+
+    def class_weight(self, spec, names: list[str], train_labels) -> dict | None:
+        return load_class_weights(spec, names, train_labels)
+
+    def probabilities(self, logits, temperature) -> np.ndarray:
+        """Calibrated probabilities: the logits divided by the fitted temperature (one, or one per label)."""
+        t = torch.as_tensor(temperature if temperature is not None else 1.0, dtype=torch.float64)
+        return self._squash(torch.as_tensor(np.asarray(logits), dtype=torch.float64) / t).numpy()
+
+    def _squash(self, scaled: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(scaled, -1)
+
+    def fit_temperature(self, logits, y):
+        from headswap import calibration
+        return calibration.fit_temperature(logits, y)
+
+    def thresholds(self, probs, y) -> None:
+        return None
+
+    def decide(self, probs, thresholds, classes: np.ndarray):
+        """The class of each text (the temperature never changes the argmax)."""
+        return classes[np.asarray(probs).argmax(axis=1)]
+
+    def truth(self, y) -> list:
+        return list(y)
+
+    def metrics(self, logits, y, names, positive_label, temperature, thresholds):
+        from headswap import calibration
+        from headswap.metrics import metrics_from_logits
+        m = metrics_from_logits(torch.from_numpy(np.asarray(logits)), y, names, positive_label)
+        return m, calibration.report(logits, y, temperature)
+
+
+class MultiLabel(SingleLabel):
+    """Each text has a set of classes ("a|b" in a CSV cell, a list in JSONL): one sigmoid per label, each
+    against its own threshold (tuned on validation data), each with its own temperature."""
+
+    multi_label = True
+
+    def __init__(self, separator: str = "|"):
+        self.separator = separator
+
+    def check(self, params: dict) -> None:
+        if params["class_weight"] is not None:
+            raise ConfigError("class_weight is for single-label data; multi-label training does not take it yet")
+        if params["metric"] in settings.BINARY_METRICS:
+            raise ConfigError(f"metric {params['metric']!r} scores the positive class of two-class data; for "
+                              f"multi-label data use one of {', '.join(settings.MULTI_LABEL_METRICS)}")
+
+    def read(self, X, y, source: str) -> LabelledData:
+        """Texts and label sets checked; each label a tuple of names."""
+        data = from_lists(X, None, source)
+        data.labels = list(y)
+        read_label_sets(data, self.separator, where=lambda i: f"{source}, index {i}")
+        return data
+
+    def classes(self, data: LabelledData, y: list) -> tuple[list[str], np.ndarray]:
+        names = label_names(data.labels)
+        warn_lookalike_labels(names, "training data")
+        return names, np.array(names, dtype=object)
+
+    def names_in(self, labels) -> set[str]:
+        return set(label_names(labels))
+
+    def encode(self, labels, names: list[str]) -> np.ndarray:
+        return binarize(labels, names)
+
+    def stratify_by(self, labels) -> list:
+        # By the first label: label-set combinations are mostly unique.
+        return [row[0] for row in labels]
+
+    def class_weight(self, spec, names, train_labels) -> None:
+        return None
+
+    def _squash(self, scaled: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(scaled)
+
+    def fit_temperature(self, logits, y):
+        from headswap import calibration
+        return calibration.fit_label_temperatures(logits, y)
+
+    def thresholds(self, probs, y) -> list[float]:
+        return tune_thresholds(probs, y).tolist()
+
+    def chosen(self, probs, thresholds) -> np.ndarray:
+        """(N, K) booleans: each label's probability against its threshold (0.5 untuned)."""
+        probs = np.asarray(probs)
+        return probs >= np.asarray(thresholds or [0.5] * probs.shape[1])
+
+    def decide(self, probs, thresholds, classes: np.ndarray) -> list[tuple]:
+        """A tuple per text of the labels whose probability reaches their threshold (possibly empty)."""
+        return to_sets(self.chosen(probs, thresholds), list(classes))
+
+    def truth(self, y) -> list[tuple]:
+        return label_sets(list(y), self.separator)
+
+    def metrics(self, logits, y, names, positive_label, temperature, thresholds):
+        from headswap import calibration
+        from headswap.metrics import MultiLabelMetrics
+        probs = self.probabilities(logits, temperature)
+        m = MultiLabelMetrics(list(names), y > 0.5, self.chosen(probs, thresholds), thresholds)
+        return m, calibration.report_multi_label(logits, y, temperature)
+
+
+def targets_for(multi_label: bool, separator: str = "|") -> SingleLabel:
+    return MultiLabel(separator) if multi_label else SingleLabel()
+
+
+def check_known(target: SingleLabel, labels, known: list[str], what: str) -> None:
+    """Fail on labels that training never saw."""
+    unseen = sorted(target.names_in(labels) - set(known))
+    if unseen:
+        raise HeadswapError(f"{what} labels never seen in training: {unseen}; known: {list(known)}")
