@@ -84,27 +84,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         params["regime"] = self.regime_
         params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
         self.strategy_.check(params)
-        self._check_positions()
+        from headswap.models import check_positions
+        check_positions(self.model, self.max_length)
         return params
-
-    def _check_positions(self, spec=None, prompt: int = 0) -> None:
-        """Refuse a max_length that, with `prompt` tokens around the text, is more than the model's positions
-        (read from its config, no weights loaded): it would pass every check and then fail inside torch on the
-        first long text. A model that does not resolve is left to the loader to report."""
-        from headswap.models import position_limit, resolve_model
-        try:
-            limit = position_limit(spec or resolve_model(self.model))
-        except HeadswapError:
-            return
-        if limit is not None and self.max_length + prompt > limit:
-            raise ConfigError(f"max_length {self.max_length} is more than {self.model!r} can take: it has "
-                              f"{limit} positions" + (f", of which the prompt takes {prompt}" if prompt else "")
-                              + f"; use max_length <= {limit - prompt}")
 
     # ---- building the module -----------------------------------------------------------------------
     def _build(self, weights: dict | None = None) -> None:
         """The strategy's module on the base model, for fitted_'s labels; `weights`: a saved model's."""
-        from headswap.models import load_model, resolve_model
+        from headswap.models import check_positions, load_model, resolve_model
 
         params, strategy = self.resolved_params(), self.strategy_
         spec = resolve_model(self.model)
@@ -122,7 +109,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   zero_shot=self.epochs == 0)
         b.encoder = strategy.text_encoder(b)
         if b.encoder is not None:   # the prompt's tokens are known only now
-            self._check_positions(spec, prompt=b.encoder.longest - self.max_length)
+            check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
         module = strategy.build(b)
         b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
         module.eval()

@@ -260,6 +260,21 @@ def position_limit(ref_or_spec) -> int | None:
     return limit
 
 
+def check_positions(ref_or_spec, max_length: int, prompt: int = 0, name: str | None = None) -> None:
+    """Refuse a max_length that, with `prompt` tokens around the text, is more than the model's positions
+    (read from its config, no weights loaded): it would pass every check and then fail inside torch on the
+    first long text. A model that does not resolve is left to the loader to report."""
+    try:
+        limit = position_limit(ref_or_spec)
+    except HeadswapError:
+        return
+    if limit is not None and max_length + prompt > limit:
+        name = name or (ref_or_spec.ref if isinstance(ref_or_spec, ModelSpec) else str(ref_or_spec))
+        raise ConfigError(f"max_length {max_length} is more than {name!r} can take: it has {limit} positions"
+                          + (f", of which the prompt takes {prompt}" if prompt else "")
+                          + f"; use max_length <= {limit - prompt}")
+
+
 def _as_spec(ref_or_spec: str | os.PathLike | ModelSpec, kind: str | None = None) -> ModelSpec:
     if isinstance(ref_or_spec, ModelSpec):
         _check_kind(kind)
