@@ -90,7 +90,7 @@ class OnnxRunner:
         import numpy as np
         from tqdm.auto import tqdm
 
-        from headswap.train.loop import item_length
+        from headswap.inference import item_length
         order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, leave=False):
