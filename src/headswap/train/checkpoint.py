@@ -41,6 +41,7 @@ would hide that.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -48,11 +49,14 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from headswap.atomic import sha256_of
 from headswap.errors import HeadswapError
@@ -290,3 +294,116 @@ def find_checkpoint(root, info: Callable[[str], None], warn: Callable[[str], Non
         return best
     info(f"no checkpoint in {root}; training starts from scratch")
     return None
+
+
+# ---- resuming a training run (train.loop.fit) ---------------------------------------------------------------------
+def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
+
+
+# Settings that change what training computes: a checkpoint written under other values cannot continue.
+RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
+               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight")
+# What a checkpoint written before a key existed trained with.
+_ADDED_LATER = {"group_by_length": False, "class_weight": None}
+
+
+def data_digest(items: Sequence | None) -> str:
+    """sha256 over the items' content (texts, token ids, labels, feature tensors): a checkpoint is only
+    resumed on the data it was trained on (e.g. not by the next fold of a cross-validation)."""
+    h = hashlib.sha256()
+
+    def feed(v) -> None:
+        if isinstance(v, torch.Tensor):
+            v = v.detach().cpu()
+            h.update(f"T{v.dtype}{tuple(v.shape)}".encode())
+            h.update(v.contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
+        elif isinstance(v, np.ndarray):
+            h.update(f"A{v.dtype}{v.shape}".encode() + np.ascontiguousarray(v).tobytes())
+        elif isinstance(v, dict):
+            h.update(b"{")
+            for k in sorted(v, key=str):
+                feed(k)
+                feed(v[k])
+            h.update(b"}")
+        elif isinstance(v, (list, tuple)) and all(type(x) in (int, float, str, bool) for x in v):
+            h.update(f"{type(v).__name__}{v!r}".encode())       # token ids: one repr, not one call per id
+        elif isinstance(v, (list, tuple)):
+            h.update(b"[")
+            for x in v:
+                feed(x)
+            h.update(b"]")
+        else:
+            h.update(f"{type(v).__name__}:{v!r};".encode())
+
+    feed(list(items) if items is not None else None)
+    return h.hexdigest()
+
+
+def _run_meta(model: nn.Module, cfg, train_items: Sequence, eval_items: Sequence | None) -> dict:
+    return {"settings": {k: getattr(cfg, k) for k in RESUME_KEYS}, "n_train": len(train_items),
+            "n_eval": len(eval_items) if eval_items is not None else 0,
+            "train_sha256": data_digest(train_items), "eval_sha256": data_digest(eval_items),
+            "trainable": {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}}
+
+
+def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
+    theirs = {**_ADDED_LATER, **ckpt_meta.get("settings", {})}
+    diffs = [f"{k}={theirs.get(k)!r} there, {v!r} here" for k, v in want["settings"].items() if theirs.get(k) != v]
+    diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
+              if ckpt_meta.get(k) != want[k]]
+    for kind, name in (("train", "training"), ("eval", "validation")):
+        same_size = ckpt_meta.get(f"n_{kind}") == want[f"n_{kind}"]
+        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"]:
+            diffs.append(f"the {name} data differ (same size, other content)")
+    if ckpt_meta.get("trainable") != want["trainable"]:
+        theirs, ours = ckpt_meta.get("trainable") or {}, want["trainable"]
+        odd = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
+        diffs.append(f"trainable parameters differ ({len(theirs)} there, {len(ours)} here; e.g. {odd[:3]})")
+    if diffs:
+        raise CheckpointError(f"checkpoint {where} was written by a different training setup, so this run "
+                              f"cannot continue it: {'; '.join(diffs)}. Delete it or run without resume")
+
+
+def _resume_payload(cfg, want: dict, say: Callable[[str], None], warn: Callable[[str], None]):
+    """Main process: find, validate and read the checkpoint to resume from (None: start from scratch)."""
+    ckpt = find_checkpoint(cfg.checkpoint_dir, say, warn)
+    if ckpt is None:
+        return None
+    _check_compatible(ckpt.meta, want, ckpt.path)
+    if not (1 <= ckpt.epoch <= cfg.epochs or (ckpt.step > 0 and 0 <= ckpt.epoch < cfg.epochs)):
+        raise CheckpointError(f"checkpoint {ckpt.path} is at epoch {ckpt.epoch}, outside 1..{cfg.epochs}")
+    return {"path": str(ckpt.path), "meta": ckpt.meta, "trainable": ckpt.trainable(), "best": ckpt.best(),
+            "optimizer": ckpt.optimizer_state(), "scheduler": ckpt.scheduler_state(), "rng": ckpt.rng_states()}
+
+
+def _share(accelerator: Accelerator, make: Callable[[], object]):
+    """Run `make` on the main process and hand its result (or its CheckpointError) to every process."""
+    box = [None]
+    if accelerator.is_main_process:
+        try:
+            box[0] = ("ok", make())
+        except CheckpointError as e:
+            box[0] = ("error", str(e))
+    if accelerator.num_processes > 1:
+        broadcast_object_list(box)
+    kind, value = box[0]
+    if kind == "error":
+        raise CheckpointError(value)
+    return value
+
+
+def _restore(model: nn.Module, optimizer, scheduler, payload: dict) -> None:
+    """Load trainable parameters, optimizer and scheduler state into the unprepared objects."""
+    where = payload["path"]
+    missing, unexpected = model.load_state_dict(payload["trainable"], strict=False)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    lacking = sorted(trainable - set(payload["trainable"]))
+    if unexpected or lacking:
+        raise CheckpointError(f"checkpoint {where} does not fit this model: unexpected {unexpected[:3]}, "
+                              f"missing {lacking[:3]}")
+    try:
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint {where}: optimizer or scheduler state does not fit ({e})") from None

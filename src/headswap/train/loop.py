@@ -18,7 +18,6 @@ checkpoint also holds the epoch's step count and running loss, and a resume skip
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import math
 import time
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs, broadcast_object_list, gather_object, set_seed
+from accelerate.utils import DistributedDataParallelKwargs, gather_object, set_seed
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
@@ -40,7 +39,8 @@ from headswap.errors import ConfigError
 from headswap.inference import compute_features, item_length, predict_logits  # noqa: F401 (re-exported)
 from headswap.settings import RunSettings, TrainSettings, default_body_lr
 from headswap.settings import check as check_settings
-from headswap.train.checkpoint import CheckpointError, find_checkpoint, rng_state, set_rng_state, write_checkpoint
+from headswap.train.checkpoint import (_resume_payload, _restore, _run_meta, _share, _trainable_state, rng_state,
+                                      set_rng_state, write_checkpoint)
 from headswap.metrics import Metrics, metrics_from_logits, multi_label_metrics
 
 logger = logging.getLogger(__name__)
@@ -102,17 +102,6 @@ def _param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
     if not groups:
         raise ConfigError("nothing to train: every parameter is frozen")
     return groups
-
-
-def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
-
-
-# Settings that change what training computes: a checkpoint written under other values cannot continue.
-RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
-               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight")
-# What a checkpoint written before a key existed trained with.
-_ADDED_LATER = {"group_by_length": False, "class_weight": None}
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -178,107 +167,6 @@ def default_accelerator(find_unused_parameters: bool = False) -> Accelerator:
     """
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
     return Accelerator(kwargs_handlers=handlers)
-
-
-def data_digest(items: Sequence | None) -> str:
-    """sha256 over the items' content (texts, token ids, labels, feature tensors): a checkpoint is only
-    resumed on the data it was trained on (e.g. not by the next fold of a cross-validation)."""
-    h = hashlib.sha256()
-
-    def feed(v) -> None:
-        if isinstance(v, torch.Tensor):
-            v = v.detach().cpu()
-            h.update(f"T{v.dtype}{tuple(v.shape)}".encode())
-            h.update(v.contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
-        elif isinstance(v, np.ndarray):
-            h.update(f"A{v.dtype}{v.shape}".encode() + np.ascontiguousarray(v).tobytes())
-        elif isinstance(v, dict):
-            h.update(b"{")
-            for k in sorted(v, key=str):
-                feed(k)
-                feed(v[k])
-            h.update(b"}")
-        elif isinstance(v, (list, tuple)) and all(type(x) in (int, float, str, bool) for x in v):
-            h.update(f"{type(v).__name__}{v!r}".encode())       # token ids: one repr, not one call per id
-        elif isinstance(v, (list, tuple)):
-            h.update(b"[")
-            for x in v:
-                feed(x)
-            h.update(b"]")
-        else:
-            h.update(f"{type(v).__name__}:{v!r};".encode())
-
-    feed(list(items) if items is not None else None)
-    return h.hexdigest()
-
-
-def _run_meta(model: nn.Module, cfg: TrainConfig, train_items: Sequence, eval_items: Sequence | None) -> dict:
-    return {"settings": {k: getattr(cfg, k) for k in RESUME_KEYS}, "n_train": len(train_items),
-            "n_eval": len(eval_items) if eval_items is not None else 0,
-            "train_sha256": data_digest(train_items), "eval_sha256": data_digest(eval_items),
-            "trainable": {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}}
-
-
-def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
-    theirs = {**_ADDED_LATER, **ckpt_meta.get("settings", {})}
-    diffs = [f"{k}={theirs.get(k)!r} there, {v!r} here" for k, v in want["settings"].items() if theirs.get(k) != v]
-    diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
-              if ckpt_meta.get(k) != want[k]]
-    for kind, name in (("train", "training"), ("eval", "validation")):
-        same_size = ckpt_meta.get(f"n_{kind}") == want[f"n_{kind}"]
-        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"]:
-            diffs.append(f"the {name} data differ (same size, other content)")
-    if ckpt_meta.get("trainable") != want["trainable"]:
-        theirs, ours = ckpt_meta.get("trainable") or {}, want["trainable"]
-        odd = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
-        diffs.append(f"trainable parameters differ ({len(theirs)} there, {len(ours)} here; e.g. {odd[:3]})")
-    if diffs:
-        raise CheckpointError(f"checkpoint {where} was written by a different training setup, so this run "
-                              f"cannot continue it: {'; '.join(diffs)}. Delete it or run without resume")
-
-
-def _resume_payload(cfg: TrainConfig, want: dict, say: Callable[[str], None], warn: Callable[[str], None]):
-    """Main process: find, validate and read the checkpoint to resume from (None: start from scratch)."""
-    ckpt = find_checkpoint(cfg.checkpoint_dir, say, warn)
-    if ckpt is None:
-        return None
-    _check_compatible(ckpt.meta, want, ckpt.path)
-    if not (1 <= ckpt.epoch <= cfg.epochs or (ckpt.step > 0 and 0 <= ckpt.epoch < cfg.epochs)):
-        raise CheckpointError(f"checkpoint {ckpt.path} is at epoch {ckpt.epoch}, outside 1..{cfg.epochs}")
-    return {"path": str(ckpt.path), "meta": ckpt.meta, "trainable": ckpt.trainable(), "best": ckpt.best(),
-            "optimizer": ckpt.optimizer_state(), "scheduler": ckpt.scheduler_state(), "rng": ckpt.rng_states()}
-
-
-def _share(accelerator: Accelerator, make: Callable[[], object]):
-    """Run `make` on the main process and hand its result (or its CheckpointError) to every process."""
-    box = [None]
-    if accelerator.is_main_process:
-        try:
-            box[0] = ("ok", make())
-        except CheckpointError as e:
-            box[0] = ("error", str(e))
-    if accelerator.num_processes > 1:
-        broadcast_object_list(box)
-    kind, value = box[0]
-    if kind == "error":
-        raise CheckpointError(value)
-    return value
-
-
-def _restore(model: nn.Module, optimizer, scheduler, payload: dict) -> None:
-    """Load trainable parameters, optimizer and scheduler state into the unprepared objects."""
-    where = payload["path"]
-    missing, unexpected = model.load_state_dict(payload["trainable"], strict=False)
-    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
-    lacking = sorted(trainable - set(payload["trainable"]))
-    if unexpected or lacking:
-        raise CheckpointError(f"checkpoint {where} does not fit this model: unexpected {unexpected[:3]}, "
-                              f"missing {lacking[:3]}")
-    try:
-        optimizer.load_state_dict(payload["optimizer"])
-        scheduler.load_state_dict(payload["scheduler"])
-    except (ValueError, KeyError, RuntimeError) as e:
-        raise CheckpointError(f"checkpoint {where}: optimizer or scheduler state does not fit ({e})") from None
 
 
 def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainConfig,
