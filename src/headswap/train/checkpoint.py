@@ -542,7 +542,8 @@ class Run:
         """Add a trained epoch to the history; True when its validation score is the best so far (with
         keep_best, its weights are then kept)."""
         self.history.append(entry)
-        if entry.score is None or not (self.best_score is None or entry.score > self.best_score):
+        better = entry.score is not None and (self.best_score is None or entry.score > self.best_score)
+        if not better:
             return False
         self.best_score, self.best_epoch = entry.score, entry.epoch
         if self.cfg.keep_best:
