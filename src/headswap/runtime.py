@@ -36,7 +36,9 @@ def quantize_torch(module):
     with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
         warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic
-        return quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+        quantized = quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+    quantized.saves_torch_weights = False   # packed int8 Linear weights: not what loading a model builds
+    return quantized
 
 
 def import_onnxruntime():
@@ -49,6 +51,8 @@ def import_onnxruntime():
 
 class OnnxRunner:
     """An exported classifier graph in an ONNX Runtime session: batches of token ids -> (N, K) logits."""
+
+    saves_torch_weights = False    # the graph is all there is: no torch module to write weights from
 
     def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
@@ -83,14 +87,14 @@ class OnnxRunner:
     def start_predict(self) -> None:
         """As ClassifierModule.start_predict: nothing is counted per call."""
 
-    def predict(self, items: list[dict], collate, batch_size: int, progress: bool = False,
-                desc: str = "predict"):
-        """(N, K) float32 logits in the order of `items`; batches are formed in order of length, as the torch
-        path does, so each is padded only to its own longest text."""
+    def logits(self, items: list[dict], collate, batch_size: int = 64, progress: bool = False,
+               desc: str = "predict"):
+        """(N, K) float32 logits in the order of `items`, as ClassifierModule.logits; batches are formed in
+        order of length, as the torch path does, so each is padded only to its own longest text."""
         import numpy as np
         from tqdm.auto import tqdm
 
-        from headswap.train.loop import item_length
+        from headswap.inference import item_length
         order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, leave=False):
@@ -98,3 +102,5 @@ class OnnxRunner:
             batch = collate([items[i] for i in rows])
             out[rows] = self.session.run(None, {n: batch[n].numpy() for n in self.inputs})[0]
         return out
+
+    predict = logits   # the old name, until TextClassifier.decision_function calls logits()

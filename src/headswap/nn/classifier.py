@@ -4,10 +4,12 @@ Face model through HFBody). The strategies (headswap.strategies) assemble these 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from headswap.inference import predict_logits
 from headswap.nn.heads import PairScoreHead, make_head
 from headswap.nn.pooling import make_pool
 from headswap.text.encoding import label_tensor
@@ -19,11 +21,13 @@ class ClassifierModule(nn.Module):
     forward(**batch) -> (B, K) logits; with computes_own_loss, forward(**batch, labels=y) returns the loss
     instead. Parameters under head_prefixes form the head: trained at the head learning rate and kept
     trainable in every regime. features(**batch) -> (B, D) is what the head sees; when feature_cacheable,
-    head-only training computes it once per text and trains the head on the cache.
+    head-only training computes it once per text and trains the head on the cache. logits(items, collate)
+    is prediction, the same call as on headswap.runtime.OnnxRunner.
     """
 
     head_prefixes: tuple[str, ...] = ("head.",)
     computes_own_loss: bool = False
+    saves_torch_weights: bool = True   # runtime.quantize_torch turns it off: int8 weights do not load back
 
     @property
     def feature_cacheable(self) -> bool:
@@ -32,6 +36,11 @@ class ClassifierModule(nn.Module):
 
     def start_predict(self) -> None:
         """Called before each prediction call (resets per-call counters)."""
+
+    def logits(self, items: list, collate, batch_size: int = 64, progress: bool = False,
+               desc: str = "predict") -> np.ndarray:
+        """(N, K) float32 logits in the order of `items` (encoded texts; `collate` batches them)."""
+        return predict_logits(self, items, collate, batch_size, progress=progress, desc=desc).numpy()
 
 
 class Classifier(ClassifierModule):

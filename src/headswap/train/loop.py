@@ -10,7 +10,7 @@ logs and writes checkpoints.
 
 Reproducibility and resume: the shuffle order of epoch e is a pure function of (seed, e), not hidden
 generator state, so a run resumed from a checkpoint (TrainConfig.checkpoint_dir, resume=True; see
-checkpoint.py) sees the same batches as an uninterrupted run and ends with the same weights. Checkpoints
+checkpoint.Run) sees the same batches as an uninterrupted run and ends with the same weights. Checkpoints
 are written after every epoch and, with checkpoint_every=N, after every N steps inside one; a mid-epoch
 checkpoint also holds the epoch's step count and running loss, and a resume skips the batches done.
 """
@@ -18,28 +18,27 @@ checkpoint also holds the epoch's step count and running loss, and a resume skip
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs, broadcast_object_list, gather_object, set_seed
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from headswap.errors import ConfigError
+from headswap.inference import compute_features, item_length, predict_logits  # noqa: F401 (re-exported)
 from headswap.settings import RunSettings, TrainSettings, default_body_lr
 from headswap.settings import check as check_settings
-from headswap.train.checkpoint import CheckpointError, find_checkpoint, rng_state, set_rng_state, write_checkpoint
+from headswap.train.checkpoint import EpochLog, Run
 from headswap.metrics import Metrics, metrics_from_logits, multi_label_metrics
 
 logger = logging.getLogger(__name__)
@@ -64,16 +63,6 @@ class TrainConfig(RunSettings, TrainSettings):
                               f"(headswap.data.load_class_weights resolves 'balanced' and dicts), got {w!r}")
         if self.epochs < 1:
             raise ConfigError(f"the training loop needs epochs >= 1, got {self.epochs}")
-
-
-@dataclass
-class EpochLog:
-    epoch: int
-    train_loss: float
-    seconds: float
-    metrics: dict = field(default_factory=dict)   # validation metrics.to_dict(), when there is validation data
-    score: float | None = None
-    steps: int = 0                                # batches this process trained on in this epoch
 
 
 @dataclass
@@ -103,69 +92,6 @@ def _param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
     return groups
 
 
-def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
-
-
-def item_length(item) -> int:
-    """Tokens in an encoded item (its longest pair for the cross-encoder): what batches are grouped by."""
-    if isinstance(item, dict):
-        if "input_ids" in item:
-            return len(item["input_ids"])
-        if "pairs" in item:
-            return max(len(p["input_ids"]) for p in item["pairs"])
-    return 0
-
-
-@torch.inference_mode()
-def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
-                   accelerator: Accelerator | None = None, progress: bool = False, desc: str = "predict"):
-    """(N, K) logits in the order of `items` (labels in the batches are ignored).
-
-    Items are run in order of length, so each batch is padded only to its own longest text, and the
-    rows are put back in input order at the end.
-    """
-    order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
-    logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
-    if len(logits) == 0:
-        return logits
-    restored = torch.empty_like(logits)
-    restored[torch.tensor(order)] = logits
-    return restored
-
-
-def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc, method="forward"):
-    was_training = model.training
-    model.eval()
-    loader = DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=collate)
-    if accelerator is not None:
-        loader = accelerator.prepare(loader)
-    device = accelerator.device if accelerator else next(model.parameters()).device
-    run = model if method == "forward" else getattr(model, method)
-    out = []
-    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
-        batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-        batch.pop("labels", None)
-        logits = run(**batch)
-        out.append(accelerator.gather_for_metrics(logits) if accelerator else logits)
-    model.train(was_training)
-    return torch.cat(out).float().cpu() if out else torch.empty(0)
-
-
-@torch.inference_mode()
-def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
-                     progress: bool = False, desc: str = "features") -> torch.Tensor:
-    """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching."""
-    return _predict_in_order(model, items, collate, batch_size, None, progress, desc, method="features")
-
-
-# Settings that change what training computes: a checkpoint written under other values cannot continue.
-RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
-               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight")
-# What a checkpoint written before a key existed trained with.
-_ADDED_LATER = {"group_by_length": False, "class_weight": None}
-
-
 def epoch_seed(seed: int, epoch: int) -> int:
     """The shuffle seed of one epoch, a pure function of (run seed, epoch)."""
     return int(np.random.SeedSequence([seed % 2**64, epoch]).generate_state(1, np.uint64)[0])
@@ -174,11 +100,11 @@ def epoch_seed(seed: int, epoch: int) -> int:
 class EpochShuffle(Sampler[int]):
     """A random permutation per epoch, drawn from a generator seeded with epoch_seed(seed, epoch).
 
-    The fit loop sets `epoch` before each pass, and `start` (indices to skip) when it resumes inside an
-    epoch. Deliberately no `set_epoch` method and no `generator` attribute: accelerate would otherwise drive
-    the epoch from its own iteration counter (which restarts at 0 after a resume) and broadcast a generator
-    state from process 0; neither is needed, since every process computes the same permutation from the
-    same (seed, epoch).
+    fit() sets `epoch` before each pass, and `start` (indices to skip) when it resumes inside an epoch
+    (checkpoint.Run.start_epoch). Deliberately no `set_epoch` method and no `generator` attribute:
+    accelerate would otherwise drive the epoch from its own iteration counter (which restarts at 0 after a
+    resume) and broadcast a generator state from process 0; neither is needed, since every process computes
+    the same permutation from the same (seed, epoch).
 
     With `lengths` and `batch_size` (group_by_length), the order keeps its randomness but each run of
     batch_size indices holds texts of similar length, as transformers' LengthGroupedSampler does: the
@@ -213,11 +139,6 @@ class EpochShuffle(Sampler[int]):
         return iter(self.order()[self.start:])
 
 
-def sampler_skip(step: int, cfg: TrainConfig, accelerator: Accelerator) -> int:
-    """Training texts a mid-epoch resume skips: the batches every process trained before the checkpoint."""
-    return step * cfg.batch_size * accelerator.num_processes
-
-
 def default_accelerator(find_unused_parameters: bool = False) -> Accelerator:
     """The Accelerator fit() builds when none is passed; `accelerate launch` configures it through env vars.
 
@@ -231,105 +152,34 @@ def default_accelerator(find_unused_parameters: bool = False) -> Accelerator:
     return Accelerator(kwargs_handlers=handlers)
 
 
-def data_digest(items: Sequence | None) -> str:
-    """sha256 over the items' content (texts, token ids, labels, feature tensors): a checkpoint is only
-    resumed on the data it was trained on (e.g. not by the next fold of a cross-validation)."""
-    h = hashlib.sha256()
-
-    def feed(v) -> None:
-        if isinstance(v, torch.Tensor):
-            v = v.detach().cpu()
-            h.update(f"T{v.dtype}{tuple(v.shape)}".encode())
-            h.update(v.contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
-        elif isinstance(v, np.ndarray):
-            h.update(f"A{v.dtype}{v.shape}".encode() + np.ascontiguousarray(v).tobytes())
-        elif isinstance(v, dict):
-            h.update(b"{")
-            for k in sorted(v, key=str):
-                feed(k)
-                feed(v[k])
-            h.update(b"}")
-        elif isinstance(v, (list, tuple)) and all(type(x) in (int, float, str, bool) for x in v):
-            h.update(f"{type(v).__name__}{v!r}".encode())       # token ids: one repr, not one call per id
-        elif isinstance(v, (list, tuple)):
-            h.update(b"[")
-            for x in v:
-                feed(x)
-            h.update(b"]")
-        else:
-            h.update(f"{type(v).__name__}:{v!r};".encode())
-
-    feed(list(items) if items is not None else None)
-    return h.hexdigest()
+def _optimizer(model: nn.Module, cfg: TrainConfig, steps_per_epoch: int):
+    """AdamW over the trainable parameters, head and body at their own learning rates, and its schedule."""
+    optimizer = torch.optim.AdamW(_param_groups(model, cfg), weight_decay=cfg.weight_decay)
+    # Steps counted on the un-sharded loader: accelerate advances the scheduler once per process.
+    total = cfg.epochs * steps_per_epoch
+    scheduler = get_scheduler(_HF_SCHEDULE[cfg.schedule], optimizer,
+                              num_warmup_steps=math.ceil(cfg.warmup_ratio * total), num_training_steps=total)
+    return optimizer, scheduler
 
 
-def _run_meta(model: nn.Module, cfg: TrainConfig, train_items: Sequence, eval_items: Sequence | None) -> dict:
-    return {"settings": {k: getattr(cfg, k) for k in RESUME_KEYS}, "n_train": len(train_items),
-            "n_eval": len(eval_items) if eval_items is not None else 0,
-            "train_sha256": data_digest(train_items), "eval_sha256": data_digest(eval_items),
-            "trainable": {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}}
+def _over_processes(accelerator: Accelerator, loss_sum: float, seen: int) -> tuple[float, int]:
+    """An epoch's loss sum and text count over every process's shard, the same on all of them."""
+    if accelerator.num_processes == 1:
+        return loss_sum, seen
+    totals = accelerator.reduce(torch.tensor([loss_sum, seen], dtype=torch.float64, device=accelerator.device), "sum")
+    return float(totals[0]), int(totals[1])
 
 
-def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
-    theirs = {**_ADDED_LATER, **ckpt_meta.get("settings", {})}
-    diffs = [f"{k}={theirs.get(k)!r} there, {v!r} here" for k, v in want["settings"].items() if theirs.get(k) != v]
-    diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
-              if ckpt_meta.get(k) != want[k]]
-    for kind, name in (("train", "training"), ("eval", "validation")):
-        same_size = ckpt_meta.get(f"n_{kind}") == want[f"n_{kind}"]
-        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"]:
-            diffs.append(f"the {name} data differ (same size, other content)")
-    if ckpt_meta.get("trainable") != want["trainable"]:
-        theirs, ours = ckpt_meta.get("trainable") or {}, want["trainable"]
-        odd = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
-        diffs.append(f"trainable parameters differ ({len(theirs)} there, {len(ours)} here; e.g. {odd[:3]})")
-    if diffs:
-        raise CheckpointError(f"checkpoint {where} was written by a different training setup, so this run "
-                              f"cannot continue it: {'; '.join(diffs)}. Delete it or run without resume")
-
-
-def _resume_payload(cfg: TrainConfig, want: dict, say: Callable[[str], None], warn: Callable[[str], None]):
-    """Main process: find, validate and read the checkpoint to resume from (None: start from scratch)."""
-    ckpt = find_checkpoint(cfg.checkpoint_dir, say, warn)
-    if ckpt is None:
-        return None
-    _check_compatible(ckpt.meta, want, ckpt.path)
-    if not (1 <= ckpt.epoch <= cfg.epochs or (ckpt.step > 0 and 0 <= ckpt.epoch < cfg.epochs)):
-        raise CheckpointError(f"checkpoint {ckpt.path} is at epoch {ckpt.epoch}, outside 1..{cfg.epochs}")
-    return {"path": str(ckpt.path), "meta": ckpt.meta, "trainable": ckpt.trainable(), "best": ckpt.best(),
-            "optimizer": ckpt.optimizer_state(), "scheduler": ckpt.scheduler_state(), "rng": ckpt.rng_states()}
-
-
-def _share(accelerator: Accelerator, make: Callable[[], object]):
-    """Run `make` on the main process and hand its result (or its CheckpointError) to every process."""
-    box = [None]
-    if accelerator.is_main_process:
-        try:
-            box[0] = ("ok", make())
-        except CheckpointError as e:
-            box[0] = ("error", str(e))
-    if accelerator.num_processes > 1:
-        broadcast_object_list(box)
-    kind, value = box[0]
-    if kind == "error":
-        raise CheckpointError(value)
-    return value
-
-
-def _restore(model: nn.Module, optimizer, scheduler, payload: dict) -> None:
-    """Load trainable parameters, optimizer and scheduler state into the unprepared objects."""
-    where = payload["path"]
-    missing, unexpected = model.load_state_dict(payload["trainable"], strict=False)
-    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
-    lacking = sorted(trainable - set(payload["trainable"]))
-    if unexpected or lacking:
-        raise CheckpointError(f"checkpoint {where} does not fit this model: unexpected {unexpected[:3]}, "
-                              f"missing {lacking[:3]}")
-    try:
-        optimizer.load_state_dict(payload["optimizer"])
-        scheduler.load_state_dict(payload["scheduler"])
-    except (ValueError, KeyError, RuntimeError) as e:
-        raise CheckpointError(f"checkpoint {where}: optimizer or scheduler state does not fit ({e})") from None
+def _loss(model: nn.Module, batch: dict, labels: torch.Tensor, weight: torch.Tensor | None, own_loss: bool):
+    """The batch's training loss. With class weights it is scikit-learn's and torch's: each text counts
+    w[its class], and the sum is divided by the sum of the batch's weights (all weights 1: the plain mean)."""
+    # A strategy that trains on something other than its class logits (generate-parse's LM loss) returns the
+    # loss itself; calling through the (DDP) wrapper keeps gradient sync working.
+    if own_loss:
+        return model(**batch, labels=labels, **({"class_weight": weight} if weight is not None else {}))
+    if labels.ndim == 2:     # multi-label: K independent sigmoids against 0/1 indicators
+        return F.binary_cross_entropy_with_logits(model(**batch), labels, weight=weight)
+    return F.cross_entropy(model(**batch), labels, weight=weight)
 
 
 def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainConfig,
@@ -347,110 +197,30 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     set_seed(cfg.seed)
     accelerator = accelerator or default_accelerator()
     main = accelerator.is_main_process
-
-    def say(msg: str) -> None:    # checkpoint and resume messages, main process only
-        if main:
-            (notify or log or logger.info)(msg)
-
-    def warn(msg: str) -> None:   # through logging, so that a warning shows even when `log` is a quiet logger
-        if main:
-            logger.warning(msg)
-
-    groups = _param_groups(model, cfg)
-    trainable = sum(p.numel() for g in groups for p in g["params"])
-    optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
     lengths = [item_length(item) for item in train_items] if cfg.group_by_length else None
     sampler = EpochShuffle(len(train_items), cfg.seed, lengths, cfg.batch_size)
     loader = DataLoader(train_items, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate)
-    # Steps counted on the un-sharded loader: accelerate advances the scheduler once per process.
-    total_steps = cfg.epochs * len(loader)
-    scheduler = get_scheduler(_HF_SCHEDULE[cfg.schedule], optimizer,
-                              num_warmup_steps=math.ceil(cfg.warmup_ratio * total_steps),
-                              num_training_steps=total_steps)
-    history, best_state, best_score, best_epoch, done, rng_states = [], None, None, cfg.epochs, 0, None
-    best_logits = None
-    resumed_step, partial = 0, None     # a checkpoint written inside epoch done+1: its steps and loss so far
-    meta = _run_meta(model, cfg, train_items, eval_items) if cfg.checkpoint_dir and main else {}
-    if cfg.checkpoint_dir and cfg.resume:
-        payload = _share(accelerator, lambda: _resume_payload(cfg, meta, say, warn))
-        if payload is not None:
-            _restore(model, optimizer, scheduler, payload)
-            ck = payload["meta"]
-            done, best_score, best_epoch = ck["epoch"], ck["best_score"], ck["best_epoch"]
-            names = {f.name for f in fields(EpochLog)}
-            history = [EpochLog(**{k: v for k, v in h.items() if k in names}) for h in ck["history"]]
-            best_state, rng_states = payload["best"], payload["rng"]
-            resumed_step = int(ck.get("step", 0))
-            if resumed_step:
-                partial = ck["partial"][accelerator.process_index % len(ck["partial"])]
-            if len(rng_states) != accelerator.num_processes:
-                warn(f"checkpoint was written by {len(rng_states)} process(es), this run has "
-                     f"{accelerator.num_processes}; the result will not match an uninterrupted run exactly")
-            where = f"step {resumed_step} of epoch {done + 1}" if resumed_step else f"epoch {done}/{cfg.epochs} done"
-            say(f"resuming from checkpoint {payload['path']}: {where}, "
-                + (f"continuing with epoch {done + 1}" if done < cfg.epochs else "nothing left to train"))
-    elif cfg.checkpoint_dir and (Path(cfg.checkpoint_dir) / "last").exists():
-        say(f"{cfg.checkpoint_dir} holds a checkpoint from an earlier run; resume is off, so training starts "
-            f"from scratch and replaces it after the first epoch")
-    own_loss = getattr(model, "computes_own_loss", False)
-    weight = torch.tensor(cfg.class_weight, dtype=torch.float32) if cfg.class_weight is not None else None
+    optimizer, scheduler = _optimizer(model, cfg, len(loader))
+    trainable = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
+    # Warnings go through logging, so that they show even when `log` is a quiet logger.
+    run = Run(cfg, accelerator, say=notify or log or logger.info, warn=logger.warning)
+    run.resume(model, optimizer, scheduler, train_items, eval_items)
+    own_loss = getattr(model, "computes_own_loss", False)     # read before DDP wraps the model
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
-    weight = weight.to(accelerator.device) if weight is not None else None
-    # The loss with class weights is scikit-learn's and torch's: each text counts w[its class], and the batch
-    # loss is divided by the sum of its weights (all weights 1: the plain mean).
-    own_kw = {"class_weight": weight} if weight is not None else {}
-    raw_optimizer, raw_scheduler = optimizer.optimizer, scheduler.scheduler
+    weight = None if cfg.class_weight is None else torch.tensor(cfg.class_weight, dtype=torch.float32,
+                                                                device=accelerator.device)
     steps_per_epoch = len(loader)
-
-    def save(epochs_done: int, step: int = 0, partial_state: dict | None = None) -> None:
-        """Checkpoint after `epochs_done` whole epochs, plus `step` steps of the next one (mid-epoch)."""
-        accelerator.wait_for_everyone()
-        states = gather_object([rng_state()])   # every process's RNG, for an exact resume
-        partials = gather_object([partial_state]) if step else None
-        if main:
-            write_checkpoint(cfg.checkpoint_dir,
-                             {**meta, "epoch": epochs_done, "step": step, "partial": partials,
-                              "history": [asdict(h) for h in history],
-                              "best_score": best_score, "best_epoch": best_epoch,
-                              "num_processes": accelerator.num_processes},
-                             _trainable_state(accelerator.unwrap_model(model)), raw_optimizer.state_dict(),
-                             raw_scheduler.state_dict(), states, best=best_state)
-        accelerator.wait_for_everyone()
-
-    pending_rng = rng_states[accelerator.process_index % len(rng_states)] if rng_states else None
-    if pending_rng is not None and not resumed_step:
-        # Restored last, after everything above that draws random numbers, so that epoch done+1 starts from
-        # exactly the state an uninterrupted run had at that point. A mid-epoch checkpoint's state is restored
-        # at the first batch instead: starting an epoch's DataLoader iterator draws a random number, which
-        # the uninterrupted run had drawn before the checkpoint.
-        set_rng_state(pending_rng)
-        pending_rng = None
-    show = cfg.progress and main
-    start = time.perf_counter()
-    for epoch in range(done + 1, cfg.epochs + 1):
-        sampler.epoch = epoch
+    run.begin(model, optimizer, scheduler, steps_per_epoch)
+    best_logits, start = None, time.perf_counter()
+    for epoch in range(run.resumed_epoch + 1, cfg.epochs + 1):
         model.train()
-        t0, loss_sum, seen, steps = time.perf_counter(), 0.0, 0, 0
-        if partial is not None and epoch == done + 1:
-            # Mid-epoch resume: skip the batches (of every process) trained before the checkpoint.
-            sampler.start = sampler_skip(resumed_step, cfg, accelerator)
-            steps, loss_sum, seen = resumed_step, partial["loss_sum"], partial["seen"]
-            t0 -= partial["seconds"]
-        bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not show, leave=False,
+        steps, loss_sum, seen, seconds = run.start_epoch(epoch, sampler)
+        t0 = time.perf_counter() - seconds
+        bar = tqdm(loader, desc=f"epoch {epoch}/{cfg.epochs}", disable=not (cfg.progress and main), leave=False,
                    initial=steps, total=steps_per_epoch)
-        for batch in bar:
-            if pending_rng is not None:
-                set_rng_state(pending_rng)
-                pending_rng = None
+        for batch in run.batches(bar):
             labels = batch.pop("labels")
-            # A strategy that trains on something other than its class logits (generate-parse's LM
-            # loss) returns the loss itself; calling through the wrapper keeps gradient sync working.
-            if own_loss:
-                loss = model(**batch, labels=labels, **own_kw)
-            elif labels.ndim == 2:     # multi-label: K independent sigmoids against 0/1 indicators
-                loss = F.binary_cross_entropy_with_logits(model(**batch), labels, weight=weight)
-            else:
-                loss = F.cross_entropy(model(**batch), labels, weight=weight)
+            loss = _loss(model, batch, labels, weight, own_loss)
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             if cfg.max_grad_norm:
@@ -459,45 +229,30 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             scheduler.step()
             loss_sum, seen, steps = loss_sum + loss.item() * len(labels), seen + len(labels), steps + 1
             bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
-            if cfg.checkpoint_dir and cfg.checkpoint_every and steps % cfg.checkpoint_every == 0 \
-                    and steps < steps_per_epoch:
-                save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
-        sampler.start = 0
-        if accelerator.num_processes > 1:   # the loss over every process's shard, the same on all of them
-            totals = accelerator.reduce(torch.tensor([loss_sum, seen], dtype=torch.float64,
-                                                     device=accelerator.device), "sum")
-            loss_sum, seen = float(totals[0]), int(totals[1])
+            if run.mid_epoch_due(steps):
+                run.save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
+        loss_sum, seen = _over_processes(accelerator, loss_sum, seen)
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
         if eval_items is not None:
             logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
             m = score_logits(logits, eval_labels, label_names, positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
-            if best_score is None or entry.score > best_score:
-                best_score, best_epoch, best_logits = entry.score, epoch, logits
-                if cfg.keep_best:
-                    best_state = _trainable_state(accelerator.unwrap_model(model))
-        history.append(entry)
+        if run.record(entry):
+            best_logits = logits
         if log and main:
             val = f", validation {cfg.metric} {entry.score:.4f}" if entry.score is not None else ""
             log(f"  epoch {epoch}/{cfg.epochs}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
-        if cfg.checkpoint_dir:
-            save(epoch)
+        run.save(epoch)
         if on_epoch_end:
             on_epoch_end(entry)
     train_seconds = time.perf_counter() - start
-    unwrapped = accelerator.unwrap_model(model)
-    if best_state is not None:
-        unwrapped.load_state_dict(best_state, strict=False)
-        if log and main and best_epoch != cfg.epochs:
-            log(f"  restored epoch {best_epoch} ({cfg.metric} {best_score:.4f})")
-    else:
-        best_epoch = cfg.epochs
-    if not (cfg.keep_best or best_epoch == cfg.epochs):
+    if run.restore_best() and log and main and run.best_epoch != cfg.epochs:
+        log(f"  restored epoch {run.best_epoch} ({cfg.metric} {run.best_score:.4f})")
+    if not (cfg.keep_best or run.best_epoch == cfg.epochs):
         best_logits = None     # the weights left are the last epoch's, not those the logits came from
-    n_train = len(train_items) * (cfg.epochs - done) - min(sampler_skip(resumed_step, cfg, accelerator),
-                                                           len(train_items))
-    return TrainResult(history, best_epoch, best_score, train_seconds, trainable,
-                       n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=done,
+    n_train = len(train_items) * (cfg.epochs - run.resumed_epoch) - min(run.skipped, len(train_items))
+    return TrainResult(run.history, run.best_epoch, run.best_score, train_seconds, trainable,
+                       n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=run.resumed_epoch,
                        best_eval_logits=best_logits)
 
 

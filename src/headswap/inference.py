@@ -1,0 +1,67 @@
+"""Running a torch classifier over encoded items: (N, K) logits or (N, D) head features, in input order.
+
+Shared by training (evaluation each epoch), TextClassifier and the ONNX runner; it imports nothing from
+headswap.train so that inference code never pulls in the training loop.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+
+def item_length(item) -> int:
+    """Tokens in an encoded item (its longest pair for the cross-encoder): what batches are grouped by."""
+    if isinstance(item, dict):
+        if "input_ids" in item:
+            return len(item["input_ids"])
+        if "pairs" in item:
+            return max(len(p["input_ids"]) for p in item["pairs"])
+    return 0
+
+
+@torch.inference_mode()
+def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                   accelerator=None, progress: bool = False, desc: str = "predict"):
+    """(N, K) logits in the order of `items` (labels in the batches are ignored).
+
+    Items are run in order of length, so each batch is padded only to its own longest text, and the
+    rows are put back in input order at the end. With an accelerate Accelerator, each process runs its
+    shard and every process gets all the logits.
+    """
+    order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
+    logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
+    if len(logits) == 0:
+        return logits
+    restored = torch.empty_like(logits)
+    restored[torch.tensor(order)] = logits
+    return restored
+
+
+def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc, method="forward"):
+    was_training = model.training
+    model.eval()
+    loader = DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=collate)
+    if accelerator is not None:
+        loader = accelerator.prepare(loader)
+    device = accelerator.device if accelerator else next(model.parameters()).device
+    run = model if method == "forward" else getattr(model, method)
+    out = []
+    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
+        batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        batch.pop("labels", None)
+        logits = run(**batch)
+        out.append(accelerator.gather_for_metrics(logits) if accelerator else logits)
+    model.train(was_training)
+    return torch.cat(out).float().cpu() if out else torch.empty(0)
+
+
+@torch.inference_mode()
+def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                     progress: bool = False, desc: str = "features") -> torch.Tensor:
+    """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching."""
+    return _predict_in_order(model, items, collate, batch_size, None, progress, desc, method="features")
