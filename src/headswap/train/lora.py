@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from torch import nn
 
 from headswap.nn.dropout import replace_dropouts
-from headswap.train.regimes import body_blocks
+from headswap.nn.hf import body_blocks
 
 
 @dataclass
