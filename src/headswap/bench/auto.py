@@ -131,9 +131,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     """
     from headswap import __version__
     from headswap.atomic import write_text
+    from headswap.bench.html_report import model_display_name
     from headswap.bench.measure import _machine, estimate_seconds, probe_timing
     from headswap.bench.plan import _classifier, parse_strategies, plan_bench
-    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, model_display_name, write_json
+    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
     from headswap.settings import check as check_settings
@@ -285,7 +286,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     write_json(results, out / "results.json")
     write_text(out / "results.md", render_markdown(results))
     try:
-        from headswap.html_report import write_html
+        from headswap.bench.html_report import write_html
         write_html(results, out / "report.html", title="headswap auto")
     except ImportError:
         pass
