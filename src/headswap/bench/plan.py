@@ -12,11 +12,12 @@ from headswap.data.load import LabelledData, check_eval_labels, check_training_d
 from headswap.data.sampling import stratified_subset
 from headswap.data.splits import split_files
 from headswap.errors import ConfigError
+from headswap.settings import defaults
 from headswap.strategies import get, names as strategy_names
 
 ZERO_SHOT_REGIME = "zero-shot"
 MIN_VALIDATION = 200          # validation.csv is cut to min(len, max(MIN_VALIDATION, train_limit // 5))
-EVAL_FRACTION = 0.1           # TextClassifier's default, used for estimates when there is no validation.csv
+EVAL_FRACTION = defaults()["eval_fraction"]   # TextClassifier's hold-out; bench estimates with it, auto holds it out
 
 
 def validation_limit(n_validation: int, train_limit: int | None) -> int:
