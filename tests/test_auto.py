@@ -10,9 +10,9 @@ import torch
 from test_bench import _write_split
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-import headswap.auto
+import headswap.bench.auto
 from headswap.api import TextClassifier, load_model
-from headswap.auto import auto, parse_duration
+from headswap.bench.auto import auto, parse_duration
 from headswap.cli.parser import main
 from headswap.errors import ConfigError
 from headswap.tfidf import TfidfClassifier
@@ -111,12 +111,12 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
 def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
     pytest.importorskip("onnxruntime")
     root, enc, _, data = world
-    real = headswap.auto._validation_f1
+    real = headswap.bench.auto._validation_f1
 
     def favour_the_encoder(clf, validation):   # the baseline would win this easy data: let the encoder win
         return real(clf, validation) + 1.0
 
-    monkeypatch.setattr(headswap.auto, "_validation_f1", favour_the_encoder)
+    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", favour_the_encoder)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "export", progress=False,
                    log=lambda _: None)
     assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
@@ -188,8 +188,8 @@ def test_a_model_over_budget_is_timed_once(world, tmp_path, monkeypatch):
 def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     import headswap.export
     root, enc, _, data = world
-    real = headswap.auto._validation_f1
-    monkeypatch.setattr(headswap.auto, "_validation_f1", lambda clf, val: real(clf, val) + 1.0)
+    real = headswap.bench.auto._validation_f1
+    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", lambda clf, val: real(clf, val) + 1.0)
 
     def broken(*a, **kw):
         raise RuntimeError("exporter broke")

@@ -20,6 +20,7 @@ from headswap.data.load import (
     load_texts,
 )
 from headswap.data.sampling import stratified_split
+from headswap.data.splits import split_files
 from headswap.errors import DataError, HeadswapError
 
 # /work/main/tests -> /work/shared/data locally; in CI the repo clone has shared/ beside it.
@@ -547,3 +548,19 @@ def test_a_tsv_named_csv_gets_a_hint(tmp_path):
     path.write_text("text\tlabel\nhello\ta\nbye\tb\n")
     with pytest.raises(DataError, match="tab-separated file\\? name it .tsv"):
         load_dataset(path)
+
+
+def test_split_files_finds_the_splits_and_says_what_is_missing(tmp_path):
+    (tmp_path / "test.csv").write_text("text,label\n")
+    (tmp_path / "train.csv").write_text("text,label\n")
+    (tmp_path / "notes.csv").write_text("")
+    (tmp_path / "empty").mkdir()
+    assert split_files(tmp_path) == {"train": tmp_path / "train.csv", "test": tmp_path / "test.csv"}
+    assert list(split_files(tmp_path, required=("train", "test"))) == ["train", "test"]
+    with pytest.raises(DataError, match=r"validation\.csv is missing: headswap x needs validation\.csv and may have "
+                                        r"train\.csv and test\.csv$"):
+        split_files(tmp_path, required=("validation",), who="headswap x")
+    with pytest.raises(DataError, match="empty holds none of train.csv, validation.csv, test.csv"):
+        split_files(tmp_path / "empty")
+    with pytest.raises(DataError, match=r"nowhere' does not exist \(expected train\.csv and test\.csv in it\)"):
+        split_files(tmp_path / "nowhere", required=("train", "test"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headswap.html_report import dump_dom, find_browser, render_html, screenshot, write_html
+from headswap.bench.html_report import dump_dom, find_browser, render_html, screenshot, write_html
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SECTIONS = ["summary", "results", "quality-vs-speed", "learning-curves", "confusion", "skipped"]

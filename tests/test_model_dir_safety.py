@@ -163,7 +163,7 @@ def test_saved_files_are_readable_by_other_users(fitted, tmp_path):
 
 
 def test_auto_ships_its_winner_without_deleting_the_users_files(tmp_path):
-    from headswap.auto import _ship
+    from headswap.bench.auto import _ship
     out = tmp_path / "auto"
     (out / "model").mkdir(parents=True)
     (out / "model" / "mine.txt").write_text("mine")

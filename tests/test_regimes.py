@@ -60,3 +60,14 @@ def test_same_seed_same_model(data):
     b, _, _ = _trained("full", data, seed=3)
     collate = make_collate(ByteTokenizer())
     torch.testing.assert_close(predict_logits(a, data, collate), predict_logits(b, data, collate), rtol=0, atol=0)
+
+
+def test_lora_settings_take_their_defaults_and_values_from_the_settings():
+    from headswap.settings import defaults
+    from headswap.train.lora import LoraSettings
+
+    d = defaults()
+    assert LoraSettings().to_dict() == {"r": d["lora_r"], "alpha": d["lora_alpha"], "dropout": d["lora_dropout"],
+                                        "targets": None}
+    params = {**d, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
+    assert LoraSettings.from_params(params) == LoraSettings(4, 8, 0.0)

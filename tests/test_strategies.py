@@ -560,3 +560,22 @@ def test_prefix_cache_gives_the_uncached_probabilities(models, tmp_path, strateg
     plain = TextClassifier.load(tmp_path / "m", progress=False)
     assert type(plain.module_.body).__name__ == "HFBody"
     np.testing.assert_allclose(plain.predict_proba(X), cached, atol=1e-4)
+
+
+def test_settings_accept_exactly_the_registered_strategies():
+    from headswap import settings, strategies
+
+    assert names() == settings.STRATEGIES
+
+    class Plug(strategies.Strategy):
+        name, description = "plug-in-test", "a test's plug-in"
+
+    strategies.register(Plug)
+    try:
+        settings.check({"strategy": "plug-in-test"})
+        assert names()[-1] == settings.STRATEGIES[-1] == "plug-in-test"
+    finally:
+        strategies.unregister("plug-in-test")
+    assert names() == settings.STRATEGIES
+    with pytest.raises(ConfigError, match="unknown strategy 'plug-in-test'"):
+        settings.check({"strategy": "plug-in-test"})

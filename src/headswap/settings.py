@@ -25,15 +25,17 @@ MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
 
 
-def _strategy_names() -> tuple[str, ...]:
-    from headswap.strategies import names
-    return tuple(names())
+# The strategies, in the order tables list them. Declared here, not read from headswap.strategies, so that options
+# are checked and described without importing torch: that registry raises at import unless its classes are exactly
+# these, and its register() and unregister() add and remove a plug-in's name here.
+STRATEGIES = ["encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "slm-logits", "slm-letters", "similarity",
+              "cross-encoder", "generate-parse", "setfit", "static"]
 
 
 def setting(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
             above: float | None = None, below: float | None = None, choices: tuple | Any = None,
             flag: str | None = None, cli: bool = True, metavar: str | None = None, nonempty: bool = False):
-    """A dataclass field with its check and help. choices may be a callable (the strategy registry)."""
+    """A dataclass field with its check and help. choices is read at each check, so a list may grow (STRATEGIES)."""
     return field(default=default, metadata={
         "help": help, "minimum": minimum, "maximum": maximum, "above": above, "below": below,
         "choices": choices, "flag": flag, "cli": cli, "metavar": metavar, "nonempty": nonempty})
@@ -43,7 +45,7 @@ def setting(default: Any, help: str, *, minimum: float | None = None, maximum: f
 class ModelSettings:
     """What is built: the strategy, its base model, and the parts put on it."""
 
-    strategy: str = setting("encoder-mlp", "how texts become class scores", choices=_strategy_names,
+    strategy: str = setting("encoder-mlp", "how texts become class scores", choices=STRATEGIES,
                             metavar="STRATEGY")
     model: str = setting("minilm", "minilm, smollm2-135m, a local Hugging Face folder or a .gguf file")
     regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
@@ -129,7 +131,7 @@ def defaults() -> dict[str, Any]:
 
 def choices_of(f) -> tuple | None:
     c = f.metadata.get("choices")
-    return tuple(c()) if callable(c) else c
+    return None if c is None else tuple(c)
 
 
 def flag_of(f) -> str:

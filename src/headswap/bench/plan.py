@@ -10,12 +10,14 @@ from typing import Sequence
 
 from headswap.data.load import LabelledData, check_eval_labels, check_training_data, load_dataset
 from headswap.data.sampling import stratified_subset
-from headswap.errors import ConfigError, DataError
+from headswap.data.splits import split_files
+from headswap.errors import ConfigError
+from headswap.settings import defaults
 from headswap.strategies import get, names as strategy_names
 
 ZERO_SHOT_REGIME = "zero-shot"
 MIN_VALIDATION = 200          # validation.csv is cut to min(len, max(MIN_VALIDATION, train_limit // 5))
-EVAL_FRACTION = 0.1           # TextClassifier's default, used for estimates when there is no validation.csv
+EVAL_FRACTION = defaults()["eval_fraction"]   # TextClassifier's hold-out; bench estimates with it, auto holds it out
 
 
 def validation_limit(n_validation: int, train_limit: int | None) -> int:
@@ -41,28 +43,23 @@ def _split_info(path: Path, full: LabelledData, used: LabelledData) -> dict:
 def load_bench_data(data_dir, train_limit: int | None = None, test_limit: int | None = None,
                     seed: int = 0) -> BenchData:
     """DIR/train.csv and DIR/test.csv (DIR/validation.csv when present), cut to stratified subsets."""
-    folder = Path(data_dir).expanduser()
-    if not folder.is_dir():
-        raise DataError(f"data folder {str(folder)!r} does not exist (expected train.csv and test.csv in it)")
-    for name in ("train.csv", "test.csv"):
-        if not (folder / name).is_file():
-            raise DataError(f"{folder / name} is missing: a bench data folder needs train.csv and test.csv "
-                            "(columns text,label) and may have validation.csv")
-    train_full = load_dataset(folder / "train.csv")
-    test_full = load_dataset(folder / "test.csv")
+    files = split_files(Path(data_dir).expanduser(), required=("train", "test"),
+                        who="a bench data folder (columns text,label)")
+    train_full = load_dataset(files["train"])
+    test_full = load_dataset(files["test"])
     check_training_data(train_full)
     train = stratified_subset(train_full, train_limit, seed)
     test = stratified_subset(test_full, test_limit, seed)
     check_training_data(train)
     check_eval_labels(train.labels, test)
-    sizes = {"train": _split_info(folder / "train.csv", train_full, train),
-             "test": _split_info(folder / "test.csv", test_full, test)}
+    sizes = {"train": _split_info(files["train"], train_full, train),
+             "test": _split_info(files["test"], test_full, test)}
     validation = None
-    if (folder / "validation.csv").is_file():
-        val_full = load_dataset(folder / "validation.csv")
+    if "validation" in files:
+        val_full = load_dataset(files["validation"])
         validation = stratified_subset(val_full, validation_limit(len(val_full), train_limit), seed)
         check_eval_labels(train.labels, validation)
-        sizes["validation"] = _split_info(folder / "validation.csv", val_full, validation)
+        sizes["validation"] = _split_info(files["validation"], val_full, validation)
     else:
         sizes["validation"] = {"file": None, "note": f"no validation.csv: TextClassifier holds out "
                                f"{EVAL_FRACTION:.0%} of the training subset (stratified, seeded) for best-epoch "

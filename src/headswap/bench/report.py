@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from headswap.bench.html_report import model_display_name, write_html
 from headswap.bench.plan import EVAL_FRACTION
 
 
@@ -202,7 +203,6 @@ def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) 
     md.write_text(render_markdown(results), encoding="utf-8")
     written.append(md)
     try:
-        from headswap.html_report import write_html
         written.append(write_html(results, out / "report.html"))
     except Exception as e:  # the page must not cost the numbers either
         log(f"could not write report.html: {type(e).__name__}: {e}")
@@ -263,15 +263,6 @@ def _log_row(row: dict, log) -> None:
     log(f"      macro F1 {row['macro_f1']:.3f}, accuracy {row['accuracy']:.3f}, "
         f"{_rate(row['texts_per_second'])} texts/s"
         f"{extra}; took {_fmt_duration(row['wall_seconds'])}{est}")
-
-
-def model_display_name(ref: str) -> str:
-    """'minilm' stays; a folder or file path becomes its last component (without .gguf)."""
-    p = Path(str(ref))
-    if len(p.parts) <= 1 and not p.suffix:
-        return str(ref)
-    name = p.name or str(ref)
-    return name[:-5] if name.lower().endswith(".gguf") else name
 
 
 def _slug(text: str) -> str:

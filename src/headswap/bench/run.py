@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap.bench.baseline import run_tfidf_baseline
+from headswap.bench.html_report import model_display_name
 from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
 from headswap.bench.plan import BenchData, PlannedRow, _classifier, load_bench_data, parse_strategies, plan_bench
 from headswap.bench.report import (_describe_estimate, _error_fields, _fmt_duration, _log_row, _metric_fields,
-                                   _plot_row_confusion, model_display_name, write_json, write_outputs)
+                                   _plot_row_confusion, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults

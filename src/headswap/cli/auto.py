@@ -1,4 +1,4 @@
-"""`headswap auto`: train what fits a time budget, pick the winner on validation, ship it (headswap.auto)."""
+"""`headswap auto`: train what fits a time budget, pick the winner on validation, ship it (headswap.bench.auto)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.atomic import output_lock
-    from headswap.auto import auto
+    from headswap.bench.auto import auto
 
     check_arguments(args, "auto")
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results

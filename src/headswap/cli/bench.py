@@ -40,19 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_arguments(args, command: str) -> None:
     """What bench and auto check before any work: strategies, --out, settings files, the data folder, models."""
-    from pathlib import Path
-
     from headswap.bench.plan import parse_strategies
+    from headswap.data.splits import split_files
     from headswap.errors import DataError
 
     parse_strategies(args.strategies)
     check_output_dir("--out", args.out)
     check_descriptions(args.descriptions)
     check_class_weight(args.class_weight)
-    missing = [name for name in ("train.csv", "test.csv") if not (Path(args.data) / name).is_file()]
-    if missing:
-        raise DataError(f"--data {args.data}: headswap {command} needs train.csv and test.csv in the folder; "
-                        f"{' and '.join(missing)} not found")
+    try:
+        split_files(args.data, required=("train", "test"), who=f"headswap {command}")
+    except DataError as e:
+        raise DataError(f"--data {args.data}: {e}") from None
     check_models("--model", args.models)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from headswap.data.splits import split_files
 from headswap.errors import DataError
 
 
@@ -14,15 +15,11 @@ def add_columns(p: argparse.ArgumentParser, label: bool = True) -> None:
         p.add_argument("--label-column", default="label", help="column holding the labels (default: %(default)s)")
 
 
-def data_files(path: str) -> dict[str, Path]:
-    """A file, or a directory holding train.csv / validation.csv / test.csv as in ../shared/data."""
+def data_files(path: str, required: tuple[str, ...] = (), command: str | None = None) -> dict[str, Path]:
+    """{split: path}: a folder's split files (headswap.data.splits), or a file as the train split."""
     p = Path(path)
     if p.is_dir():
-        files = {split: p / f"{split}.csv" for split in ("train", "validation", "test")}
-        found = {k: v for k, v in files.items() if v.is_file()}
-        if not found:
-            raise DataError(f"{p} holds none of train.csv, validation.csv, test.csv")
-        return found
+        return split_files(p, required, who=f"headswap {command}" if command else "a data folder")
     if not p.exists():
         raise DataError(f"{p}: no such file or directory")
     return {"train": p}

@@ -62,9 +62,7 @@ def run(args) -> int:
     out = Path(args.out)
     if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
         raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
-    files = data_files(args.data)
-    if "train" not in files:
-        raise DataError(f"{args.data} has no train.csv")
+    files = data_files(args.data, required=("train",), command="distill")
     train = load(files["train"], args)
     check_training_data(train)
     val = load(files["validation"], args) if "validation" in files else None

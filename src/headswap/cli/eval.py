@@ -9,6 +9,7 @@ from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import add_runtime, check_output_dir, int_at_least
+from headswap.data.splits import FILES
 from headswap.errors import DataError
 
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and reliability PNGs"
@@ -39,8 +40,9 @@ def run(args) -> int:
         # Only a test split is evaluated from a folder: train.csv scores are not a measure of quality and
         # validation.csv picked the best epoch; pass either file by name to evaluate it anyway.
         if "test" not in files:
-            raise DataError(f"{args.data} has no test.csv (it holds {', '.join(f.name for f in files.values())}); "
-                            f"pass the file to evaluate by name, e.g. --data {next(iter(files.values()))}")
+            raise DataError(f"{args.data} has no {FILES['test']} (it holds "
+                            f"{', '.join(f.name for f in files.values())}); pass the file to evaluate by name, "
+                            f"e.g. --data {next(iter(files.values()))}")
         path = files["test"]
     else:
         path = files["train"]

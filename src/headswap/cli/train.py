@@ -10,7 +10,7 @@ from pathlib import Path
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, int_at_least
 from headswap.cli.options import check_model_out, settings_from
-from headswap.errors import ConfigError, DataError, HeadswapError
+from headswap.errors import ConfigError, HeadswapError
 
 HELP = "train a classifier on a labelled file and save it"
 
@@ -62,9 +62,7 @@ def _run(args) -> int:
         if blocks is not None and args.last_n > blocks:
             raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
                               f"1 to {blocks} of them")
-    files = data_files(args.data)
-    if "train" not in files:
-        raise DataError(f"{args.data} has no train.csv")
+    files = data_files(args.data, required=("train",), command="train")
     train = load(files["train"], args)
     if args.multi_label:
         read_label_sets(train, args.label_separator)

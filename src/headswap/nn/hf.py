@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from headswap.errors import ConfigError
+
 
 class HFBody(nn.Module):
     """Wraps a Hugging Face base model (BertModel, LlamaModel, ...) to return last hidden states."""
@@ -47,3 +49,25 @@ def strip_bert_pooler(model: nn.Module) -> nn.Module:
     if getattr(model, "pooler", None) is not None:
         model.pooler = None
     return model
+
+
+# Attribute names that hold the stack of blocks / the norm after it, across the tiny model and the
+# common Hugging Face families (BERT: encoder.layer; Llama/SmolLM: layers, norm; GPT-2: h, ln_f).
+_BLOCK_NAMES = ("blocks", "layer", "layers", "h")
+_FINAL_NORM_NAMES = ("ln_f", "norm", "final_layernorm", "final_layer_norm")
+
+
+def body_blocks(body: nn.Module) -> nn.ModuleList:
+    """The body's list of transformer blocks: the longest ModuleList found under a known name."""
+    found = [m for name, m in body.named_modules()
+             if isinstance(m, nn.ModuleList) and name.split(".")[-1] in _BLOCK_NAMES]
+    if not found:
+        raise ConfigError(f"cannot find the transformer blocks of {type(body).__name__} "
+                         f"(looked for a ModuleList named {', '.join(_BLOCK_NAMES)})")
+    return max(found, key=len)
+
+
+def final_norms(body: nn.Module) -> list[nn.Module]:
+    """The norms after the last block (none in BERT, whose norms sit inside the blocks)."""
+    return [m for name, m in body.named_modules() if name.split(".")[-1] in _FINAL_NORM_NAMES
+            and not isinstance(m, nn.ModuleList)]

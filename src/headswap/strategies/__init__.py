@@ -1,12 +1,14 @@
 """The strategy registry: every table, CLI help text and benchmark check is derived from it.
 
-Adding a strategy is one file (a headswap.strategies.base.Strategy subclass) and one `register` line.
+Adding a strategy to the package is one file (a headswap.strategies.base.Strategy subclass), its class below and
+its name in headswap.settings.STRATEGIES; a plug-in outside it is one `register` call.
 """
 
 from __future__ import annotations
 
+from headswap import settings
 from headswap.errors import ConfigError
-from headswap.strategies.base import Build, Strategy
+from headswap.strategies.base import REGISTRY, Build, Strategy
 from headswap.strategies.cross_encoder import CrossEncoder
 from headswap.strategies.embed_mlp import CausalEmbeddingMLP, EmbedMLP, SLMHiddenMLP
 from headswap.strategies.generate_parse import GenerateParse, parse_answer
@@ -15,8 +17,6 @@ from headswap.strategies.setfit import SetFit
 from headswap.strategies.similarity import Similarity
 from headswap.strategies.static import Static
 
-REGISTRY: dict[str, Strategy] = {}
-
 
 def register(strategy: Strategy | type[Strategy]) -> Strategy:
     """Add a strategy (an instance or a class) under its name; returns the instance."""
@@ -24,11 +24,15 @@ def register(strategy: Strategy | type[Strategy]) -> Strategy:
     if not s.name or not s.description:
         raise ConfigError(f"{type(s).__name__} needs a name and a description to be registered")
     REGISTRY[s.name] = s
+    if s.name not in settings.STRATEGIES:
+        settings.STRATEGIES.append(s.name)     # a plug-in: settings.check and the command line accept it now
     return s
 
 
 def unregister(name: str) -> None:
     REGISTRY.pop(name, None)
+    if name in settings.STRATEGIES:
+        settings.STRATEGIES.remove(name)
 
 
 def get(name: str) -> Strategy:
@@ -43,8 +47,12 @@ def names(**flags: bool) -> list[str]:
     return [n for n, s in REGISTRY.items() if all(getattr(s, k) == v for k, v in flags.items())]
 
 
-for _s in (EmbedMLP, CausalEmbeddingMLP, SLMHiddenMLP, SLMLogits, SLMLetters, Similarity, CrossEncoder, GenerateParse,
-           SetFit, Static):
+_BUILT_IN = (EmbedMLP, CausalEmbeddingMLP, SLMHiddenMLP, SLMLogits, SLMLetters, Similarity, CrossEncoder,
+             GenerateParse, SetFit, Static)
+if [s.name for s in _BUILT_IN] != settings.STRATEGIES:
+    raise RuntimeError(f"headswap.settings.STRATEGIES {settings.STRATEGIES} and the strategy classes' names "
+                       f"{[s.name for s in _BUILT_IN]} differ: declare every class's name there, in the same order")
+for _s in _BUILT_IN:
     register(_s)
 
 __all__ = ["Build", "Strategy", "REGISTRY", "register", "unregister", "get", "names", "parse_answer"]

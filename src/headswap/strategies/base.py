@@ -14,6 +14,10 @@ from typing import Any
 
 from headswap.errors import ConfigError
 
+# Every registered strategy by name: filled and re-exported by headswap.strategies, and kept here so that a
+# strategy's check can name the others without importing the package that imports it.
+REGISTRY: dict[str, Strategy] = {}
+
 
 @dataclass
 class Build:
@@ -114,7 +118,6 @@ class Strategy:
         if params["regime"] == "head-only" and not self.has_head:
             raise ConfigError(f"{self.name} has no separate head to train; use regime lora, partial or full")
         if params.get("multi_label") and not self.multi_label:
-            from headswap.strategies import REGISTRY
             able = ", ".join(s.name for s in REGISTRY.values() if s.multi_label)
             raise ConfigError(f"strategy {self.name!r} picks one class per text and cannot do multi-label; use one "
                               f"of {able}")

@@ -10,15 +10,26 @@ from dataclasses import asdict, dataclass
 from torch import nn
 
 from headswap.nn.dropout import replace_dropouts
-from headswap.train.regimes import body_blocks
+from headswap.nn.hf import body_blocks
+from headswap.settings import defaults
+
+_SETTING_NAMES = {"r": "lora_r", "alpha": "lora_alpha", "dropout": "lora_dropout"}   # field -> headswap.settings name
+_DEFAULTS = {field: defaults()[name] for field, name in _SETTING_NAMES.items()}
 
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    """The adapters' shape as applied and saved in the config; the defaults are headswap.settings'."""
+
+    r: int = _DEFAULTS["r"]
+    alpha: int = _DEFAULTS["alpha"]
+    dropout: float = _DEFAULTS["dropout"]
     targets: list[str] | None = None   # full module names; default: every Linear inside the blocks
+
+    @classmethod
+    def from_params(cls, params: dict) -> LoraSettings:
+        """From a classifier's settings (lora_r, lora_alpha, lora_dropout); a missing one takes its default."""
+        return cls(**{field: params[name] for field, name in _SETTING_NAMES.items() if name in params})
 
     def to_dict(self) -> dict:
         return asdict(self)

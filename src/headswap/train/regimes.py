@@ -12,28 +12,9 @@ from __future__ import annotations
 from torch import nn
 
 from headswap.errors import ConfigError
+from headswap.nn.hf import body_blocks, final_norms
 from headswap.settings import REGIMES
-
-
-# Attribute names that hold the stack of blocks / the norm after it, across the tiny model and the
-# common Hugging Face families (BERT: encoder.layer; Llama/SmolLM: layers, norm; GPT-2: h, ln_f).
-_BLOCK_NAMES = ("blocks", "layer", "layers", "h")
-_FINAL_NORM_NAMES = ("ln_f", "norm", "final_layernorm", "final_layer_norm")
-
-
-def body_blocks(body: nn.Module) -> nn.ModuleList:
-    """The body's list of transformer blocks: the longest ModuleList found under a known name."""
-    found = [m for name, m in body.named_modules()
-             if isinstance(m, nn.ModuleList) and name.split(".")[-1] in _BLOCK_NAMES]
-    if not found:
-        raise ConfigError(f"cannot find the transformer blocks of {type(body).__name__} "
-                         f"(looked for a ModuleList named {', '.join(_BLOCK_NAMES)})")
-    return max(found, key=len)
-
-
-def _final_norms(body: nn.Module) -> list[nn.Module]:
-    return [m for name, m in body.named_modules() if name.split(".")[-1] in _FINAL_NORM_NAMES
-            and not isinstance(m, nn.ModuleList)]
+from headswap.train.lora import apply_lora
 
 
 def set_trainable(module: nn.Module, flag: bool) -> None:
@@ -57,7 +38,7 @@ def apply_regime(model: nn.Module, regime: str, last_n: int = 1) -> nn.Module:
                              f"(the body has {len(blocks)} blocks), got {last_n}")
         for block in list(blocks)[-last_n:]:
             set_trainable(block, True)
-        for norm in _final_norms(model.body):
+        for norm in final_norms(model.body):
             set_trainable(norm, True)
     return model
 
@@ -70,7 +51,6 @@ def prepare(model: nn.Module, regime: str, *, zero_shot: bool = False, last_n: i
         set_trainable(model, False)
         return None
     if regime == "lora":
-        from headswap.train.lora import apply_lora
         apply_lora(model, lora)
         return lora
     apply_regime(model, regime, last_n=last_n)

@@ -32,7 +32,6 @@ from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-VALIDATION_FRACTION = 0.1
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -55,15 +54,15 @@ def parse_duration(text: str) -> float:
 
 def _data(data_dir, seed: int):
     """(train, validation, test, sizes): validation.csv, or a stratified tenth of train held out."""
-    from headswap.bench.plan import load_bench_data
+    from headswap.bench.plan import EVAL_FRACTION, load_bench_data
     from headswap.data.sampling import stratified_split
 
     data = load_bench_data(data_dir, seed=seed)
     train, validation, sizes = data.train, data.validation, dict(data.sizes)
     if validation is None:
-        train, validation = stratified_split(train, VALIDATION_FRACTION, seed)
+        train, validation = stratified_split(train, EVAL_FRACTION, seed)
         sizes["validation"] = {"file": None, "used": len(validation),
-                               "note": f"no validation.csv: {VALIDATION_FRACTION:.0%} of train.csv held out "
+                               "note": f"no validation.csv: {EVAL_FRACTION:.0%} of train.csv held out "
                                        "(stratified, seeded) for best-epoch selection and for picking the winner"}
         sizes["train"] = {**sizes["train"], "used": len(train)}
     return train, validation, data.test, sizes
@@ -131,9 +130,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     """
     from headswap import __version__
     from headswap.atomic import write_text
+    from headswap.bench.html_report import model_display_name
     from headswap.bench.measure import _machine, estimate_seconds, probe_timing
     from headswap.bench.plan import _classifier, parse_strategies, plan_bench
-    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, model_display_name, write_json
+    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
     from headswap.settings import check as check_settings
@@ -285,7 +285,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     write_json(results, out / "results.json")
     write_text(out / "results.md", render_markdown(results))
     try:
-        from headswap.html_report import write_html
+        from headswap.bench.html_report import write_html
         write_html(results, out / "report.html", title="headswap auto")
     except ImportError:
         pass

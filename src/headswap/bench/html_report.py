@@ -1,6 +1,6 @@
 """One self-contained HTML page for a bench (or auto) run: open it in any browser, offline.
 
-    from headswap.html_report import write_html
+    from headswap.bench.html_report import write_html
     write_html(json.load(open("bench-out/results.json")), "bench-out/report.html")
 
 `results` is a bench results dict ({"meta": ..., "rows": [...], "skipped": [...]}, see headswap.bench),
@@ -113,6 +113,15 @@ def _seconds(value) -> str:
 
 def _ok(row: dict) -> bool:
     return row.get("status", "ok") == "ok"
+
+
+def model_display_name(ref: str) -> str:
+    """'minilm' stays; a folder or file path becomes its last component (without .gguf)."""
+    p = Path(str(ref))
+    if len(p.parts) <= 1 and not p.suffix:
+        return str(ref)
+    name = p.name or str(ref)
+    return name[:-5] if name.lower().endswith(".gguf") else name
 
 
 def _row_name(row: dict) -> str:
@@ -436,8 +445,6 @@ def _calibration(rows: Sequence[dict], charts: _Charts) -> str:
 
 
 def _skipped(skipped: Sequence[dict]) -> str:
-    from headswap.bench.report import model_display_name
-
     if not skipped:
         return '<p class="muted">none: every strategy ran on every model it was asked for</p>'
     body = []

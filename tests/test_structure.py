@@ -1,0 +1,139 @@
+"""The package's modules import one another one way: no import cycles, counting imports inside functions.
+
+A lazy (function-level) import keeps a cycle from failing at import time, but the two modules still depend on
+each other, and neither can be read, tested or moved without the other; so this graph counts both kinds.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "headswap"
+
+
+def module_files(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under `package` (a package is named by its __init__.py)."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _owner(name: str, modules) -> str | None:
+    """The module that `name` (a module, or a name inside one) lives in; None outside the package."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names an import statement asks for, relative imports resolved against `package`."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+    # `from a import b` imports module a.b when there is one, else the name b from a: _owner tells which
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def import_graph(package: Path) -> dict[str, dict[str, int]]:
+    """module -> {imported module: line of the first such import}, within `package`, at any depth of the code.
+
+    Importing a.b.c runs a/__init__.py and a/b/__init__.py first, so those count as imported too, except a
+    module's own packages: they are already being imported when it runs (unless it names them itself)."""
+    modules = module_files(package)
+    graph: dict[str, dict[str, int]] = {m: {} for m in modules}
+    for module, path in modules.items():
+        edges = graph[module]
+        own_package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for name in _targets(node, own_package):
+                target = _owner(name, modules)
+                if target is None or target == module:
+                    continue
+                on_the_way = [p for p in _packages_above(target, modules) if not (module + ".").startswith(p + ".")]
+                for imported in [target, *on_the_way]:
+                    edges[imported] = min(node.lineno, edges.get(imported, node.lineno))
+    return graph
+
+
+def _packages_above(module: str, modules) -> list[str]:
+    """The packages whose __init__.py runs before `module` does (a.b.c: a.b and a)."""
+    parts = module.split(".")
+    return [package for i in range(len(parts) - 1, 0, -1) if (package := ".".join(parts[:i])) in modules]
+
+
+def _reachable(graph, start: str) -> set[str]:
+    seen, todo = set(), list(graph[start])
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph[m])
+    return seen
+
+
+def cycle_groups(graph) -> list[list[str]]:
+    """The strongly connected groups of more than one module: each module in one reaches every other."""
+    reach = {m: _reachable(graph, m) for m in graph}
+    groups, placed = [], set()
+    for m in sorted(graph):
+        if m in reach[m] and m not in placed:     # m lies on a cycle
+            group = sorted(n for n in reach[m] if m in reach[n])
+            placed.update(group)
+            groups.append(group)
+    return groups
+
+
+def shortest_cycle(graph, group: list[str]) -> list[str]:
+    """A shortest cycle through group[0], as the modules along it (the first one repeated at the end)."""
+    start = group[0]
+    came_from, todo = {}, deque([start])
+    while todo:
+        m = todo.popleft()
+        for n in graph[m]:
+            if n == start:
+                path = [m]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return path[::-1] + [start]
+            if n in group and n not in came_from:
+                came_from[n] = m
+                todo.append(n)
+    raise AssertionError(f"{group} holds no cycle through {start}")
+
+
+def describe(graph, group: list[str]) -> str:
+    cycle = shortest_cycle(graph, group)
+    steps = "; ".join(f"{a} imports {b} at line {graph[a][b]}" for a, b in zip(cycle, cycle[1:]))
+    return f"{' -> '.join(cycle)} ({steps}); all of {', '.join(group)} reach one another"
+
+
+def test_the_package_has_no_import_cycles():
+    graph = import_graph(PACKAGE)
+    assert "headswap.settings" in graph and graph["headswap.cli.options"], "the graph did not read the package"
+    cycles = [describe(graph, group) for group in cycle_groups(graph)]
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
+    files = {"__init__.py": "", "a.py": "from pkg.sub import b\n", "d.py": "from pkg import a\n",
+             "sub/__init__.py": "from pkg.sub.e import E\n",
+             "sub/b.py": "def f():\n    from . import c\n",
+             "sub/c.py": "import os\nfrom ..a import x\n",
+             "sub/e.py": "def g():\n    from pkg.sub import E\n"}   # a module naming its own package
+    for name, text in files.items():
+        (tmp_path / "pkg" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pkg" / name).write_text(text)
+    graph = import_graph(tmp_path / "pkg")
+    groups = cycle_groups(graph)
+    assert groups == [["pkg.a", "pkg.sub.b", "pkg.sub.c"], ["pkg.sub", "pkg.sub.e"]]
+    assert describe(graph, groups[0]).startswith("pkg.a -> pkg.sub.b -> pkg.sub.c -> pkg.a (pkg.a imports pkg.sub.b "
+                                                 "at line 1; pkg.sub.b imports pkg.sub.c at line 2; ")
