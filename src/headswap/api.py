@@ -114,7 +114,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
         module.eval()
         self.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=self.last_n,
-                             lora=LoraSettings(self.lora_r, self.lora_alpha, self.lora_dropout))
+                             lora=LoraSettings.from_params(params))
         if not b.zero_shot:
             strategy.freeze(module, params["regime"])
         if weights is not None:
@@ -237,11 +237,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
         self.module_.start_predict()
-        if self.runtime_ == "onnx":
-            return self.module_.predict(items, self.encoder_.collate, self.eval_batch_size, self.progress)
-        logits = predict_logits(self.module_, items, self.encoder_.collate, self.eval_batch_size,
-                                progress=self.progress, desc="predict")
-        return logits.numpy()
+        return self.module_.logits(items, self.encoder_.collate, self.eval_batch_size, self.progress)
 
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
@@ -298,7 +294,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.models import model_reference_for_config
 
         self._check_fitted()
-        if self.runtime_ != "torch":
+        if not self.module_.saves_torch_weights:
             raise HeadswapError(f"this classifier runs on {self.runtime_}; save() writes torch weights: load it with "
                                 f"runtime='torch' to save it (an exported directory is a saved model already)")
         params = self.get_params()
@@ -331,8 +327,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
         clf.fitted_ = Fitted.from_config(config)
-        if which == "onnx":
-            clf._load_onnx(path, config["export"])
+        if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
+            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_))
+            clf.param_counts_ = clf.module_.summary
+            clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
         else:
             weights = model_dir.read_weights(path)
             torch.manual_seed(clf.seed)
@@ -345,25 +343,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 clf.module_ = runtimes.quantize_torch(clf.module_)
         clf.runtime_ = which
         return clf
-
-    def _load_onnx(self, path: Path, export: dict) -> None:
-        """The exported graph and its tokenizer; the base model's weights are not loaded."""
-        from transformers import AutoTokenizer
-
-        from headswap.runtime import OnnxRunner
-        from headswap.text.encoding import TextEncoder
-        self.module_ = OnnxRunner(path, export, len(self.labels_))
-        folder = model_dir.inside(path, export.get("tokenizer"), "export.tokenizer")
-        if not folder.is_dir():    # from_pretrained would take a missing folder's name for a hub id
-            raise HeadswapError(f"{folder} is missing; the exported model directory is incomplete")
-        try:
-            self.tokenizer_ = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError) as e:
-            raise HeadswapError(f"{folder}: the exported tokenizer cannot be read "
-                                f"({str(e).splitlines()[0][:200]})") from None
-        self.encoder_ = TextEncoder(self.tokenizer_, **export["encoder"])
-        self.param_counts_ = self.module_.summary
-        self.model_spec_, self.prompt_, self.saved_, self.lora_ = None, None, {}, None
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):

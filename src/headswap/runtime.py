@@ -103,4 +103,20 @@ class OnnxRunner:
             out[rows] = self.session.run(None, {n: batch[n].numpy() for n in self.inputs})[0]
         return out
 
-    predict = logits   # the old name, until TextClassifier.decision_function calls logits()
+
+def load_onnx(path: Path, export: dict, num_labels: int):
+    """(OnnxRunner, tokenizer, TextEncoder) of an exported model directory, every file inside it."""
+    from transformers import AutoTokenizer
+
+    from headswap.model_dir import inside
+    from headswap.text.encoding import TextEncoder
+    runner = OnnxRunner(path, export, num_labels)
+    folder = inside(path, export.get("tokenizer"), "export.tokenizer")
+    if not folder.is_dir():    # from_pretrained would take a missing folder's name for a hub id
+        raise HeadswapError(f"{folder} is missing; the exported model directory is incomplete")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise HeadswapError(f"{folder}: the exported tokenizer cannot be read "
+                            f"({str(e).splitlines()[0][:200]})") from None
+    return runner, tokenizer, TextEncoder(tokenizer, **export["encoder"])
