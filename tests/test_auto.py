@@ -38,7 +38,7 @@ def full_run(world):
     root, enc, cau, data = world
     logs = []
     results = auto(data, 600, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=root / "full",
-                   progress=False, log=logs.append)
+                   progress=False, log=logs.append, lr_search=False)
     return results, root / "full", logs
 
 
@@ -202,3 +202,48 @@ def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     shipped = load_model(root / "broken" / "model", progress=False)
     assert shipped.runtime_ == "torch" and not (root / "broken" / ".model-torch").exists()
     assert next(r for r in results["rows"] if r["winner"])["strategy"] == "encoder-mlp"
+
+
+def test_lr_search_climbs_the_grid_while_validation_improves(world, tmp_path, monkeypatch):
+    import math
+
+    from headswap.bench.auto import LR_GRID, lr_neighbours
+    _, enc, _, data = world
+    assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
+    assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
+
+    def peak_at_3e_4(clf, validation):     # a validation score that is best at body_lr 3e-4, over the baseline's
+        rate = clf.body_lr if clf.body_lr is not None else 3e-5
+        return 2.0 - abs(math.log10(rate) - math.log10(3e-4))
+
+    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", peak_at_3e_4)
+    logs = []
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                   log=logs.append)
+    cands = results["auto"]["candidates"]
+    tried = [c["tuned"]["body_lr"] for c in cands if c.get("tuned")]
+    # up from 3e-5 helps, so down is not tried; up again helps; the step after that does not, and the search ends
+    assert tried == [1e-4, 3e-4, 1e-3], tried
+    assert all(c["status"] == "ran" and "learning-rate search" in c["reason"] for c in cands if c.get("tuned"))
+    winner = [c for c in cands if c.get("winner")]
+    assert len(winner) == 1 and winner[0]["tuned"] == {"body_lr": 3e-4}
+    assert results["auto"]["winner"]["tuned"] == {"body_lr": 3e-4}
+    assert next(r for r in results["rows"] if r["winner"])["tuned"] == {"body_lr": 3e-4}
+    assert load_model(tmp_path / "out" / "model", progress=False).body_lr == pytest.approx(3e-4)
+    assert "learning-rate search" in (tmp_path / "out" / "results.md").read_text()
+    assert all("plan" not in c for c in json.loads((tmp_path / "out" / "results.json").read_text())["auto"]["candidates"])
+
+
+def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
+    _, enc, _, data = world
+    logs = []
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "given", progress=False,
+                   log=logs.append, body_lr=1e-4)
+    assert not any(c.get("tuned") for c in results["auto"]["candidates"])
+    assert any("body_lr was given (0.0001), so it is kept" in line for line in logs)
+    rc = main(["auto", "--data", str(data), "--budget", "10m", "--model", enc, "--strategies", "encoder-mlp",
+               "--out", str(tmp_path / "off"), "--no-lr-search", "-q"])
+    assert rc == 0
+    saved = json.loads((tmp_path / "off" / "results.json").read_text())
+    assert saved["meta"]["args"]["lr_search"] is False
+    assert not any(c.get("tuned") for c in saved["auto"]["candidates"])

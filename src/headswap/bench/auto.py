@@ -9,7 +9,11 @@
 3. Every (model, strategy) candidate is timed on one batch (bench's probe) and its full run extrapolated
    (headswap.bench.measure.estimate_seconds); candidates run cheapest first while their estimate fits what is
    left of the budget. Each trains on train (best epoch on validation) and is scored on validation.
-4. The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
+4. With budget left, the best trained candidate is trained again at other learning rates (its body's, or its
+   head's for head-only): the neighbours of its rate on a half-decade grid (1e-5, 3e-5, 1e-4, ...), then
+   further in the direction that helped, while it helps and the candidate's measured time fits what is left.
+   Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
+   The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
 5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
    "auto" entry), results.md and report.html say what ran, what was skipped and why.
@@ -32,6 +36,8 @@ from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
+LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
+LR_TRIES = 4          # most learning rates tried beyond the candidate's own
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -123,16 +129,17 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
 
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MODELS, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
-         command: Sequence[str] | None = None, **settings) -> dict:
+         command: Sequence[str] | None = None, lr_search: bool = True, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
-    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench).
+    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
+    what is left on the learning rate of the best trained candidate (see the module docstring).
     """
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
     from headswap.bench.measure import _machine, estimate_seconds, probe_timing
-    from headswap.bench.plan import _classifier, parse_strategies, plan_bench
+    from headswap.bench.plan import parse_strategies, plan_bench
     from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
@@ -172,7 +179,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
             "headswap_version": __version__, "machine": _machine(), "data": sizes,
             "command": list(command) if command is not None else None,
             "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
-                     "budget_seconds": budget_seconds, "quantize": quantize, "settings": dict(settings)}}
+                     "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
+                     "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in skipped], "auto": summary}
@@ -232,29 +240,33 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
             log(f"  skip {label}: {entry['reason']}")
             continue
         log(f"  {label}: estimated {_fmt_duration(est)} ({_fmt_duration(left())} left)")
-        t0 = time.perf_counter()
-        clf = None
-        try:
-            clf = _classifier(p, settings)
-            clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
-            entry.update(status="ran", validation_macro_f1=_validation_f1(clf, validation),
-                         best_epoch=getattr(clf, "best_epoch_", None))
-        except Exception as e:  # one failing candidate must not end the run
-            entry.update(status="failed", reason="failed while training", **_error_fields(e))
-            log(f"    failed: {entry['error']}")
-        entry["seconds"] = time.perf_counter() - t0
-        if entry["status"] == "ran":
-            log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
-            if entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
-                best, best_entry = clf, entry
+        clf = _train(p, settings, entry, train, validation, log)
+        if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
+            best, best_entry = clf, entry
+        entry["plan"] = p
         clf = None
         gc.collect()
 
-    # 4. Ship the winner; 5. score it (as shipped) and the baseline on test, once.
+    # 4. The learning rate of the best trained candidate, while the budget lasts.
+    trained = [c for c in candidates[1:] if c.get("status") == "ran"]
+    if lr_search and trained:
+        top = max(trained, key=lambda c: c["validation_macro_f1"])
+        for clf, entry in _lr_search(top, settings, train, validation, left, log):
+            candidates.append(entry)
+            if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
+                best, best_entry = clf, entry
+            clf = None
+            gc.collect()
+    for c in candidates:
+        c.pop("plan", None)
+
+    # 5. Ship the winner; 6. score it (as shipped) and the baseline on test, once.
     best_entry["winner"] = True
-    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "validation_macro_f1")}
-    log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']} "
-        f"(macro F1 {best_entry['validation_macro_f1']:.4f})")
+    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "tuned",
+                                                    "validation_macro_f1") if k in best_entry}
+    tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
+    log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
+        f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
     from headswap.api import load_model
     target, not_exported = _ship(best, out, quantize, log)
     summary.update(model_dir=str(target), exported=not_exported is None)
@@ -275,7 +287,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
                "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
                "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
                "total_params": int(m.extra.get("total_params", 0) or 0),
-               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"]}
+               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
+               **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
         if "calibration" in m.extra:
             row["calibration"] = m.extra["calibration"]
         results["rows"].append(row)
@@ -291,6 +304,76 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
         pass
     log(f"wrote {target} and the report ({out / 'results.md'}) in {_fmt_duration(summary['elapsed_seconds'])}")
     return results
+
+
+def _train(p, settings: dict, entry: dict, train, validation, log):
+    """Train one candidate on train (best epoch on validation) and record its validation macro F1 in entry;
+    returns the classifier, or None when it failed (recorded, never raised: one failure must not end the run)."""
+    from headswap.bench.plan import _classifier
+    from headswap.bench.report import _error_fields
+
+    t0, clf = time.perf_counter(), None
+    try:
+        clf = _classifier(p, settings)
+        clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
+        entry.update(status="ran", validation_macro_f1=_validation_f1(clf, validation),
+                     best_epoch=getattr(clf, "best_epoch_", None))
+    except Exception as e:
+        entry.update(status="failed", reason="failed while training", **_error_fields(e))
+        log(f"    failed: {entry['error']}")
+        clf = None
+    entry["seconds"] = time.perf_counter() - t0
+    if clf is not None:
+        log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
+    return clf
+
+
+def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
+    """The LR_GRID values just above and just below `rate` (None past either end)."""
+    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
+    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
+    return (above[0] if above else None), (below[-1] if below else None)
+
+
+def _lr_search(top: dict, settings: dict, train, validation, left, log):
+    """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
+    down the grid, then on in the direction that beat `top`, while it keeps improving and `top`'s measured time
+    fits what is left of the budget. A rate the user set is not searched."""
+    from headswap.bench.report import _fmt_duration
+    from headswap.settings import default_body_lr, defaults
+
+    p = top["plan"]
+    name = "head_lr" if p.regime == "head-only" else "body_lr"
+    if settings.get(name) is not None:
+        log(f"  learning-rate search: {name} was given ({settings[name]:g}), so it is kept")
+        return
+    base = default_body_lr(p.regime) if name == "body_lr" else defaults()["head_lr"]
+    up, down = lr_neighbours(base)
+    queue = [(r, +1 if r == up else -1) for r in (up, down) if r is not None]
+    best_f1, tries = top["validation_macro_f1"], 0
+    log(f"  learning-rate search on {top['model_name']} · {p.strategy} · {p.regime}: {name} {base:g} gave "
+        f"{best_f1:.4f}; trying {', '.join(f'{r:g}' for r, _ in queue)}")
+    while queue and tries < LR_TRIES:
+        rate, direction = queue.pop(0)
+        entry = {"model": p.model, "model_name": top["model_name"], "strategy": p.strategy, "regime": p.regime,
+                 "tuned": {name: rate}, "estimated_seconds": top["seconds"],
+                 "reason": f"learning-rate search: {name} {rate:g} (the candidate ran at {base:g})"}
+        if top["seconds"] > left():
+            entry.update(status="skipped", reason=entry["reason"] + f"; needs about {_fmt_duration(top['seconds'])}, "
+                                                                   f"{_fmt_duration(max(left(), 0))} left")
+            log(f"  skip {name} {rate:g}: {entry['reason']}")
+            yield None, entry
+            return
+        log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(left())} left)")
+        tries += 1
+        clf = _train(p, {**settings, name: rate}, entry, train, validation, log)
+        yield clf, entry
+        if clf is not None and entry["validation_macro_f1"] > best_f1:
+            best_f1 = entry["validation_macro_f1"]
+            queue = [(r, d) for r, d in queue if d == direction]       # the other way did not help, or is next
+            step = lr_neighbours(rate)[0 if direction > 0 else 1]
+            if step is not None and all(r != step for r, _ in queue):
+                queue.append((step, direction))
 
 
 def render_markdown(results: dict) -> str:

@@ -246,7 +246,8 @@ def _summary(results: dict) -> str:
 
 
 def _is_winner(candidate: dict, winner) -> bool:
-    """Whether a candidate is the winner: the same model, strategy and regime (as far as the winner says)."""
+    """Whether a candidate is the winner: the same model, strategy and regime (as far as the winner says), and
+    the same learning rate when auto's search tuned one."""
     if not isinstance(winner, dict):
         return False
     wanted = {"model_name": winner.get("model_name") or winner.get("model"), "strategy": winner.get("strategy"),
@@ -254,7 +255,8 @@ def _is_winner(candidate: dict, winner) -> bool:
     wanted = {k: v for k, v in wanted.items() if v is not None}
     got = {"model_name": candidate.get("model_name") or candidate.get("model"),
            "strategy": candidate.get("strategy"), "regime": candidate.get("regime")}
-    return bool(wanted) and all(got[k] == v for k, v in wanted.items())
+    return bool(wanted) and all(got[k] == v for k, v in wanted.items()) \
+        and candidate.get("tuned") == winner.get("tuned")
 
 
 def _auto(auto: dict) -> str:

@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="auto-out", metavar="OUT", help="output folder (default: %(default)s)")
     p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="int8 weights in the exported winner (default: %(default)s, exact fp32 ONNX)")
+    p.add_argument("--no-lr-search", dest="lr_search", action="store_false",
+                   help="do not spend what is left of the budget retraining the best candidate at other learning "
+                   "rates (a rate given with --body-lr / --head-lr is never searched)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS, epochs=1)
 
@@ -44,5 +47,6 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
+             lr_search=args.lr_search,
              **settings_from(args, skip=NOT_SETTINGS))
     return 0
