@@ -24,6 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="keep the rows already in --out and continue after them")
     p.add_argument("--chunk-size", type=int_at_least(1), default=256,
                    help="texts read, predicted and written at a time (default: %(default)s)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: stream in this process (default); ray: Ray Data with an actor pool, one model per "
+                        "actor (needs --data and --out: CSV/TSV/JSONL/Parquet by suffix; pip install 'headswap[ray]')")
+    p.add_argument("--batch-size", type=int_at_least(1),
+                   help="--engine ray: texts per batch, one actor call each (default: 256)")
+    p.add_argument("--concurrency", type=int_at_least(1),
+                   help="--engine ray: actors, each with its own model (default: the CPUs Ray has; a local Ray is "
+                        "started with this many CPUs, else os.cpu_count())")
     p.add_argument("-q", "--quiet", action="store_true")
 
 
@@ -46,6 +54,11 @@ def run(args) -> int:
         # Refused rather than created (as pandas' to_csv does): a mistyped path would leave folders about.
         raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} "
                             f"{'is not a folder' if out_path.parent.exists() else 'does not exist'}")
+    if args.engine == "ray":
+        return _run_ray(args, out_path)
+    if args.batch_size is not None or args.concurrency is not None:
+        raise HeadswapError(f"{'--batch-size' if args.batch_size is not None else '--concurrency'} applies to "
+                            f"--engine ray only (--engine local reads --chunk-size texts at a time)")
     read_config(Path(args.model_dir))    # a missing or damaged model is named as such, not as "another model"
     model = fingerprint(Path(args.model_dir))
     skip, last, keep = 0, None, 0
@@ -78,4 +91,20 @@ def run(args) -> int:
             out.close()
     if written == 0 and skip == 0:
         raise HeadswapError(f"{args.data or 'standard input'} holds no texts to predict")
+    return 0
+
+
+def _run_ray(args, out_path) -> int:
+    from headswap.batch import predict_ray
+
+    if not args.data or not out_path:
+        raise HeadswapError("--engine ray needs --data (a CSV/TSV/JSONL/Parquet file) and --out")
+    if args.texts or args.resume:
+        raise HeadswapError(f"--engine ray takes no {'--resume (it writes --out whole, atomically)' if args.resume else 'texts on the command line'}")
+    if out_path.exists() and out_path.stat().st_size:
+        raise HeadswapError(f"{out_path} exists; remove it or write elsewhere")
+    n = predict_ray(args.data, out_path, args.model_dir, text_column=args.text_column, runtime=args.runtime,
+                    batch_size=args.batch_size or 256, concurrency=args.concurrency, quiet=args.quiet)
+    if not args.quiet:
+        print(f"{n} rows predicted on Ray -> {out_path}", file=sys.stderr)
     return 0
