@@ -213,3 +213,29 @@ def test_without_ray_the_error_names_the_extra(world, tmp_path, monkeypatch):
                       str(tmp_path / "o.csv"), "--engine", "ray", "-q"])
     assert rc == 2 and err.strip() == ("headswap predict: error: --engine ray needs Ray Data, which is not installed: "
                                        "pip install 'headswap[ray]'"), err
+
+
+def test_a_transformer_model_gives_the_same_answers_on_ray(ray_local, tmp_path):
+    """The TF-IDF model above is for speed; this is the path a real model takes (torch in each actor)."""
+    from tiny_models import make_tiny_encoder
+
+    from headswap import TextClassifier
+    enc = make_tiny_encoder(tmp_path / "enc")
+    clf = TextClassifier(strategy="encoder-mlp", model=str(enc), epochs=1, progress=False, eval_fraction=0)
+    clf.fit(["win cash now", "free call now", "see you at noon", "ok home"] * 3, ["spam", "spam", "ham", "ham"] * 3)
+    model = str(clf.save(tmp_path / "model"))
+    texts = _texts(23)
+    data = tmp_path / "in.csv"
+    pacsv.write_csv(pa.table({"text": texts}), data)
+    rc, err = invoke(["predict", "--model-dir", model, "--data", str(data), "--out", str(tmp_path / "local.jsonl"),
+                      "-q"])
+    assert rc == 0, err
+    local = read_back(tmp_path / "local.jsonl")
+    rc, err = invoke(["predict", "--model-dir", model, "--data", str(data), "--out", str(tmp_path / "ray.jsonl"),
+                      "--engine", "ray", "--batch-size", "5", "-q"])
+    assert rc == 0, err
+    rows = read_back(tmp_path / "ray.jsonl")
+    assert [r["row_id"] for r in rows] == list(range(23)) and [r["text"] for r in rows] == texts
+    for r, want in zip(rows, local):
+        assert r["label"] == want["label"]
+        assert all(abs(r[f"proba_{lab}"] - p) <= 1e-6 for lab, p in want["probabilities"].items()), (r, want)
