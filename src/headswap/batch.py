@@ -53,9 +53,13 @@ class Predictor:
     def load(self):
         """The classifier, loaded on first use."""
         if self._clf is None:
-            from headswap.api import load_model
-            from headswap.model_dir import fingerprint
-            clf = load_model(self.model_dir, progress=False, runtime=self.runtime)
+            from headswap.model_dir import fingerprint, read_config
+            from headswap.tfidf import KIND, TfidfClassifier
+            if self.runtime == "auto" and read_config(Path(self.model_dir)).get("kind") == KIND:
+                clf = TfidfClassifier.load(self.model_dir)      # without importing torch (seconds per worker)
+            else:
+                from headswap.api import load_model
+                clf = load_model(self.model_dir, progress=False, runtime=self.runtime)
             encoder = getattr(clf, "encoder_", None)
             if encoder is not None:
                 encoder.quiet = True     # no truncation note per batch
@@ -267,7 +271,7 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
         ctx = DataContext.get_current()
         ctx.enable_progress_bars = not quiet
         if quiet:
-            logging.getLogger("ray.data").setLevel(logging.WARNING)
+            logging.getLogger("ray.data").setLevel(logging.ERROR)
         if concurrency is None:
             concurrency = max(1, int(ray.available_resources().get("CPU", 1)))
         # One block per batch: an actor pool spreads blocks, so one big block would go to one actor.
@@ -276,7 +280,8 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
         kwargs = dict(model_dir=os.fspath(model_dir), text_column=text_column, runtime=runtime,
                       model=fingerprint(Path(model_dir)))
         ds = ds.map_batches(predictor_cls, fn_constructor_kwargs=kwargs, batch_size=batch_size,
-                            batch_format="pyarrow", concurrency=concurrency, num_cpus=1, **(ray_remote_args or {}))
+                            batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=concurrency),
+                            num_cpus=1, **(ray_remote_args or {}))
         parts = [ray.get(ref) for ref in ds.to_arrow_refs()]
     finally:
         if started:
