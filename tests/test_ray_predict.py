@@ -239,3 +239,11 @@ def test_a_transformer_model_gives_the_same_answers_on_ray(ray_local, tmp_path):
     for r, want in zip(rows, local):
         assert r["label"] == want["label"]
         assert all(abs(r[f"proba_{lab}"] - p) <= 1e-6 for lab, p in want["probabilities"].items()), (r, want)
+
+
+def test_more_actors_than_the_cluster_has_cpus_is_refused_not_a_hang(ray_local, world, tmp_path):
+    rc, err = invoke(["predict", "--model-dir", world["model"], "--data", str(world["root"] / "in.csv"),
+                      "--out", str(tmp_path / "o.csv"), "--engine", "ray", "--concurrency", "3", "-q"])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and "--concurrency 3 needs 3 CPUs, and the Ray cluster has 2" in lines[0], err
+    assert not (tmp_path / "o.csv").exists()

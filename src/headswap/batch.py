@@ -272,8 +272,12 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
         ctx.enable_progress_bars = not quiet
         if quiet:
             logging.getLogger("ray.data").setLevel(logging.ERROR)
+        cpus = int(ray.cluster_resources().get("CPU", 0))
         if concurrency is None:
-            concurrency = max(1, int(ray.available_resources().get("CPU", 1)))
+            concurrency = max(1, cpus)
+        elif concurrency > cpus:    # each actor takes a CPU: the pool would wait for ever
+            raise HeadswapError(f"--concurrency {concurrency} needs {concurrency} CPUs, and the Ray cluster has "
+                                f"{cpus}; give at most {cpus}")
         # One block per batch: an actor pool spreads blocks, so one big block would go to one actor.
         blocks = [table.slice(i, batch_size) for i in range(0, n, batch_size)]
         ds = ray.data.from_arrow(blocks)
