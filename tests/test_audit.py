@@ -110,6 +110,8 @@ def test_python_api_refuses_bad_arguments():
         audit(texts + ["one", "two"], labels + ["x", "x"])
     with pytest.raises(ConfigError, match="takes no TextClassifier settings"):
         audit(texts, labels, epochs=2)
+    with pytest.raises(DataError, match="no text has a word of two or more letters"):    # scikit-learn's tokens
+        audit(["a b", "a c", "x y", "x z"], ["p", "p", "q", "q"], folds=2)
 
 
 # ---- the command line -------------------------------------------------------------------------------------------
