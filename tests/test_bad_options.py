@@ -32,6 +32,7 @@ OUT_OF_RANGE = {
     "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
     "--concurrency": ["0", "-2"],
+    "--folds": ["1", "0"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
@@ -56,6 +57,10 @@ TEXT_CASES = {
     ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],
     ("distill", "--label-column"): ["nosuch"], ("distill", "--out"): ["{file}", "{full}"],
     ("demo", "--json"): ["{dir}"],
+    ("audit", "--data"): ["nope"], ("audit", "--text-column"): ["nosuch"], ("audit", "--label-column"): ["nosuch"],
+    ("audit", "--out"): ["{file}"], ("audit", "--model"): ["no-such-model"],
+    ("audit", "--prompt"): ["@missing-prompt.txt"], ("audit", "--descriptions"): ["missing-descriptions.csv"],
+    ("audit", "--class-weight"): ["missing.json"],
 }
 NO_BAD_VALUE = {
     ("serve", "--host"): "any host name is the operating system's to resolve when the server binds",
@@ -144,6 +149,8 @@ def _base(command: str, w: dict) -> list[str]:
         "serve": ["serve", "--model-dir", w["model"]],
         "export": ["export", "--model-dir", w["model"], "--out", w["out"]],
         "distill": ["distill", "--teacher", w["model"], "--data", w["data"], "--out", w["out"], "-q"],
+        "audit": ["audit", "--data", w["data"], "--strategy", "encoder-mlp", "--model", w["enc"], "--out", w["out"],
+                  "-q"],
     }[command]
 
 
@@ -155,6 +162,7 @@ def guarded(monkeypatch):
     import headswap.bench.run
     import headswap.distill
     import headswap.export
+    import headswap.label_audit
     import headswap.teach.demo
 
     def started(*a, **kw):
@@ -166,6 +174,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
     monkeypatch.setattr(headswap.export, "_write", started)
     monkeypatch.setattr(headswap.distill, "distill", started)
+    monkeypatch.setattr(headswap.label_audit, "audit_data", started)
     monkeypatch.setattr(uvicorn, "run", started)
 
 
@@ -213,7 +222,7 @@ def test_every_option_is_covered():
 def test_the_base_command_lines_are_valid(world, guarded):
     """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
     far as the work (here: the patched entry point), or predict/eval must succeed."""
-    for command in ("train", "bench", "auto", "serve", "demo", "distill"):
+    for command in ("train", "bench", "auto", "serve", "demo", "distill", "audit"):
         with pytest.raises(Started):
             invoke(_base(command, world))
     for command in ("eval", "predict"):

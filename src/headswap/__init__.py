@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 # Imported on first use, so that `import headswap` (and the command line's --help) does not load torch.
 _LAZY = {"TextClassifier": "headswap.api", "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics",
-         "predictor": "headswap.batch", "Predictor": "headswap.batch"}
+         "predictor": "headswap.batch", "Predictor": "headswap.batch", "audit": "headswap.label_audit"}
 __all__ = [*_LAZY, "__version__"]
 
 

@@ -12,7 +12,7 @@ import sys
 
 from headswap.errors import HeadswapError
 
-COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "serve")
+COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "serve")
 
 
 class OneLineParser(argparse.ArgumentParser):
