@@ -26,7 +26,7 @@ def apply_regime(model: nn.Module, regime: str, last_n: int = 1) -> nn.Module:
     """Set requires_grad on `model` (which has .body, and a head) for `regime`; returns the model."""
     if regime not in ("head-only", "partial", "full"):
         raise ConfigError(f"unknown regime {regime!r}; choose one of {', '.join(REGIMES)}"
-                         + (" (lora is applied with headswap.lora.apply_lora)" if regime == "lora" else ""))
+                         + (" (lora is applied with headswap.train.lora.apply_lora)" if regime == "lora" else ""))
     set_trainable(model, True)
     if regime == "full":
         return model
