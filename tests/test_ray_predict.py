@@ -4,13 +4,11 @@ carries no model; bad input is one line, exit 2. One local Ray (2 CPUs) for the 
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import pickle
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from headswap import predictor  # noqa: E402
 from headswap.batch import Predictor, predict_ray  # noqa: E402
-from headswap.cli.parser import main  # noqa: E402
+from test_bad_options import invoke  # noqa: E402  (main with stderr captured: (exit code, stderr))
 from headswap.tfidf import TfidfClassifier  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -74,16 +72,6 @@ def world(tmp_path_factory):
     local = [json.loads(line) for line in (root / "local.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["text"] for r in local] == texts
     return {"root": root, "model": str(model), "texts": texts, "local": local}
-
-
-def invoke(argv):
-    err = io.StringIO()
-    with redirect_stderr(err), redirect_stdout(io.StringIO()):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, err.getvalue()
 
 
 def read_back(path: Path) -> list[dict]:
