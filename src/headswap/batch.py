@@ -71,14 +71,13 @@ class Predictor:
     def columns(self, texts: list[str]) -> dict:
         """The columns this predictor adds, for `texts`: label(s), proba_<label> per class, model."""
         import numpy as np
+
+        from headswap.data.stream import decisions
         clf = self.load()
         labels = [str(v) for v in clf.labels_]
         probs = np.asarray(clf.predict_proba(texts), dtype=np.float64) if texts else np.zeros((0, len(labels)))
-        if getattr(clf, "multi_label", False):
-            sets = clf.decide(probs) if texts else []
-            out = {"labels": [[str(v) for v in s] for s in sets]}
-        else:
-            out = {"label": [labels[int(i)] for i in probs.argmax(axis=1)]}
+        key, answers = decisions(clf, probs)
+        out = {key: answers}
         for j, lab in enumerate(labels):
             out[PROBA_PREFIX + lab] = probs[:, j]
         out["model"] = [self.model] * len(texts)

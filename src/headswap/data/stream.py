@@ -151,6 +151,17 @@ def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None
     return rows
 
 
+def decisions(clf, probs) -> tuple[str, list]:
+    """What predict answers for each row of clf.predict_proba's output: ("label", a name per row) or, for a
+    multi-label model, ("labels", a list of names per row)."""
+    if not len(probs):
+        return ("labels" if getattr(clf, "multi_label", False) else "label"), []
+    if getattr(clf, "multi_label", False):
+        return "labels", [[str(v) for v in s] for s in clf.decide(probs)]
+    labels = [str(v) for v in clf.labels_]
+    return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
+
+
 def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
                    done: int = 0, progress: bool = True, model: str | None = None) -> int:
     """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written.
@@ -159,7 +170,6 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
     from tqdm.auto import tqdm
 
     labels = list(clf.labels_)
-    multi = getattr(clf, "multi_label", False)
     rows = iter(rows)
     written = 0
     # One truncation note for the whole stream, not one per chunk.
@@ -179,10 +189,9 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
                 encoder.quiet = False
             raise
         truncated += encoder.truncated if encoder is not None else 0
-        sets = clf.decide(probs) if multi else None
-        for i, ((number, text), p) in enumerate(zip(chunk, probs)):
-            answer = {"labels": [str(v) for v in sets[i]]} if multi else {"label": labels[int(p.argmax())]}
-            record = {"row": number, "text": text, **answer,
+        key, answers = decisions(clf, probs)
+        for (number, text), p, answer in zip(chunk, probs, answers):
+            record = {"row": number, "text": text, key: answer,
                       "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}}
             if model is not None:
                 record["model"] = model
