@@ -88,7 +88,7 @@ def _numeric(action) -> bool:
 def _setting_bounds(flag: str) -> list[str]:
     for f in settings.all_fields():
         if settings.flag_of(f) == flag and settings.is_numeric(f):
-            m, whole = f.metadata, type(f.default) is int
+            m, whole = f.metadata, settings.is_whole(f)
             out = []
             if m.get("minimum") is not None:
                 out.append(str(int(m["minimum"]) - 1) if whole else str(m["minimum"] - 0.5))

@@ -23,6 +23,7 @@ METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "
 BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
 MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
+CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.aggregate_windows keys on mean and max
 
 
 # The strategies, in the order tables list them. Declared here, not read from headswap.strategies, so that options
@@ -34,11 +35,13 @@ STRATEGIES = ["encoder-mlp", "causal-embedding-mlp", "slm-hidden-mlp", "slm-logi
 
 def setting(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
             above: float | None = None, below: float | None = None, choices: tuple | Any = None,
-            flag: str | None = None, cli: bool = True, metavar: str | None = None, nonempty: bool = False):
-    """A dataclass field with its check and help. choices is read at each check, so a list may grow (STRATEGIES)."""
+            flag: str | None = None, cli: bool = True, metavar: str | None = None, nonempty: bool = False,
+            whole: bool = False):
+    """A dataclass field with its check and help. choices is read at each check, so a list may grow (STRATEGIES).
+    whole: a whole number although the default (None) says nothing of the type."""
     return field(default=default, metadata={
         "help": help, "minimum": minimum, "maximum": maximum, "above": above, "below": below,
-        "choices": choices, "flag": flag, "cli": cli, "metavar": metavar, "nonempty": nonempty})
+        "choices": choices, "flag": flag, "cli": cli, "metavar": metavar, "nonempty": nonempty, "whole": whole})
 
 
 @dataclass
@@ -58,6 +61,15 @@ class ModelSettings:
     lora_alpha: int = setting(32, "LoRA scaling numerator (scale = alpha / r)", above=0)
     lora_dropout: float = setting(0.05, "dropout on the LoRA branch", minimum=0, below=1)
     max_length: int = setting(128, "tokens per text; the prompt is not counted", minimum=1)
+    chunk_stride: int | None = setting(None, "split a text longer than max_length into overlapping windows of "
+                                       "max_length tokens (special tokens included) whose starts are this many "
+                                       "tokens apart; each window trains with its text's label and a text's "
+                                       "prediction aggregates its windows' logits (default: off, the text is "
+                                       "truncated). Plain-text strategies only, not prompted or pair ones",
+                                       minimum=1, whole=True, metavar="TOKENS")
+    chunk_aggregate: str = setting("auto", "how a chunked text's window logits become its logits: mean, max (per "
+                                   "class) or auto (whichever scores better on the validation data by --metric; "
+                                   "mean without validation data)", choices=CHUNK_AGGREGATES)
     instruction: str | None = setting(None, "prompt template with {classes}, {answer} and {text}; '@file' reads "
                                       "a file", flag="prompt")
     descriptions: Any = setting(None, "class descriptions: JSON {label: description} or CSV label,description")
@@ -143,6 +155,10 @@ def is_numeric(f) -> bool:
         f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
 
 
+def is_whole(f) -> bool:
+    return type(f.default) is int or bool(f.metadata.get("whole"))
+
+
 def bound_problem(f, value) -> str | None:
     """Why `value` breaks f's numeric bounds, or None."""
     m = f.metadata
@@ -176,8 +192,12 @@ def check(values: dict[str, Any]) -> None:
         if is_numeric(f):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{f.name} must be a number, got {value!r}")
-            if type(f.default) is int and value != int(value):
+            if is_whole(f) and value != int(value):
                 raise ConfigError(f"{f.name} must be a whole number, got {value!r}")
             problem = bound_problem(f, value)
             if problem:
                 raise ConfigError(f"{f.name}: {problem}")
+    stride, window = values.get("chunk_stride"), values.get("max_length", ModelSettings.max_length)
+    if stride is not None and window is not None and stride >= window:
+        raise ConfigError(f"chunk_stride {stride} must be below max_length {window} (the window): consecutive "
+                          f"windows would not overlap")

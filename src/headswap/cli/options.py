@@ -52,7 +52,7 @@ def duration(text: str) -> float:
 
 def _setting_type(f):
     """An argparse type for a numeric setting: parses, then applies the setting's own bounds."""
-    whole = type(f.default) is int
+    whole = settings.is_whole(f)
 
     def parse(text: str):
         try:
