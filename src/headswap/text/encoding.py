@@ -1,7 +1,9 @@
 """text -> (prompt ->) tokens: each strategy's way of turning texts into padded batches.
 
 Items are tokenized once (lists of ids) and padded per batch, so no batch is padded to a global
-maximum. Over-long texts are truncated (the text only, never the prompt) and counted.
+maximum. Over-long texts are truncated (the text only, never the prompt) and counted; in plain mode with
+chunk_stride they are split into overlapping windows instead, each item carrying its text's index ("text"),
+which headswap.inference.per_text uses to put one row per text back together.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from headswap.errors import ConfigError
 from headswap.text.prompts import Prompt, encode_plain
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,9 @@ class TextEncoder:
     append_eos: bool = False             # plain mode for causal bodies: the last token is EOS
     include_prefix: bool = True          # prompt mode: False when the body runs the prefix itself (KV cache)
     pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
+    chunk_stride: int | None = None      # plain mode: over-long texts become windows this many text tokens apart
     truncated: int = field(default=0, init=False)
+    split: int = field(default=0, init=False)        # texts the last encode() cut into more than one window
     quiet: bool = field(default=False, init=False)   # report_truncation returns the note without logging it
 
     def __post_init__(self):
@@ -59,6 +64,29 @@ class TextEncoder:
         if self.mode == "prompt":
             self.prefix_ids = encode_plain(self.tokenizer, self.prompt.prefix)
             self.suffix_ids = encode_plain(self.tokenizer, self.prompt.suffix)
+        if self.chunk_stride is not None:
+            self._window_frame()
+
+    def _window_frame(self) -> None:
+        """What every window repeats around its slice of the text: the tokenizer's leading special tokens and
+        the prefix before it, the closing special tokens (and EOS) after it; and how many text tokens fit."""
+        if self.mode != "plain":
+            raise ConfigError(f"chunk_stride splits texts encoded on their own; a {self.mode} encoder truncates")
+        probe = self.tokenizer("a", return_special_tokens_mask=True)
+        ids, special = probe["input_ids"], probe["special_tokens_mask"]
+        lead = next((i for i, m in enumerate(special) if not m), len(ids))
+        trail = next((i for i, m in enumerate(reversed(special)) if not m), 0)
+        self.window_head = ids[:lead] + (encode_plain(self.tokenizer, self.prefix) if self.prefix else [])
+        self.window_tail = ids[len(ids) - trail:] + (
+            [self.tokenizer.eos_token_id] if self.append_eos and self.tokenizer.eos_token_id is not None else [])
+        self.window_text = self.max_length - len(self.window_head) - len(self.window_tail)
+        if self.window_text < 1:
+            raise ConfigError(f"max_length {self.max_length} leaves no room for text in a chunk window after its "
+                              f"{self.max_length - self.window_text} special and instruction tokens")
+        if self.chunk_stride > self.window_text:
+            raise ConfigError(f"chunk_stride {self.chunk_stride} must be at most the {self.window_text} text tokens a "
+                              f"window of max_length {self.max_length} holds (the rest are special tokens"
+                              f"{' and the instruction' if self.prefix else ''}): larger strides skip text")
 
     @property
     def longest(self) -> int:
@@ -68,14 +96,31 @@ class TextEncoder:
             return len(self.prefix_ids) + self.max_length + len(self.suffix_ids)
         return self.max_length
 
-    def _plain(self, text: str) -> list[int]:
+    def _whole(self, text: str) -> list[int]:
+        """The text (after the prefix) with the tokenizer's special tokens, and EOS for causal bodies."""
         ids = self.tokenizer(self.prefix + text)["input_ids"]
         if self.append_eos and self.tokenizer.eos_token_id is not None:
             ids = ids + [self.tokenizer.eos_token_id]
+        return ids
+
+    def _plain(self, text: str) -> list[int]:
+        ids = self._whole(text)
         if len(ids) > self.max_length:
             self.truncated += 1
             ids = ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token (SEP / EOS)
         return ids
+
+    def _windows(self, text: str) -> list[list[int]]:
+        """The text as one sequence when it fits max_length (exactly as without chunking), else as windows of
+        max_length tokens, each with the special tokens (and prefix) around its slice of the text; slices
+        start chunk_stride tokens apart, so consecutive ones share window_text - chunk_stride tokens."""
+        ids = self._whole(text)
+        if len(ids) <= self.max_length:
+            return [ids]
+        body, size = encode_plain(self.tokenizer, text), self.window_text
+        self.split += 1
+        return [self.window_head + body[at:at + size] + self.window_tail
+                for at in range(0, max(len(body) - size, 0) + self.chunk_stride, self.chunk_stride)]
 
     def _prompted(self, text: str) -> list[int]:
         ids = encode_plain(self.tokenizer, text)
@@ -97,6 +142,11 @@ class TextEncoder:
         return out
 
     def encode(self, texts: list[str], labels: list[int] | None = None) -> list[dict]:
+        """One item per text; with chunk_stride, one per window, each with its text's index and label."""
+        if self.chunk_stride is not None:
+            self.truncated = self.split = 0
+            return [{"input_ids": ids, "text": i, **({"label": label_value(labels[i])} if labels is not None else {})}
+                    for i, text in enumerate(texts) for ids in self._windows(text)]
         fn = {"plain": self._plain, "prompt": self._prompted, "pair": self._pairs}[self.mode]
         self.truncated = 0
         items = []
@@ -121,6 +171,15 @@ class TextEncoder:
         if "label" in items[0]:
             batch["labels"] = label_tensor([item["label"] for item in items])
         return batch
+
+    def report_split(self, n: int, items: int, what: str = "texts") -> str | None:
+        """What the last encode() of n texts into `items` items did with long texts, when it split any."""
+        if not self.split:
+            return None
+        msg = (f"{self.split} of {n} {what} were longer than {self.max_length} tokens and were split into "
+               f"overlapping windows (chunk_stride {self.chunk_stride}): {items} windows for {n} texts")
+        log.info(msg)
+        return msg
 
     def report_truncation(self, n: int, what: str = "texts") -> str | None:
         if not self.truncated:
