@@ -26,6 +26,7 @@ from headswap.data.load import LabelledData, as_list, from_lists, load_descripti
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
+from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.strategies import Build, get
 from headswap.targets import SingleLabel, check_known, targets_for
@@ -147,6 +148,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             check_known(target, val.labels, labels, "evaluation")
         self.fitted_ = Fitted(labels, classes, descriptions,
                               class_weight=target.class_weight(self.class_weight, labels, train.labels))
+        # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
+        # training scores) and is chosen on the validation data once training is done (_validation_logits).
+        self.chunk_aggregate_ = None if self.chunk_stride is None else (
+            "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build()
@@ -155,31 +160,37 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if self.epochs == 0:
             self.trainable_params_ = 0
             if val is not None:     # nothing trains, but given validation data still calibrates
-                self._calibrate(self.decision_function(val.texts), y_val)
+                self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val)
             return self
         y_train = target.encode(train.labels, labels)
+        # Chunking: each window of a long text is a training item with its text's label (the usual recipe for
+        # texts longer than the model's window); validation aggregates the windows back to one row per text.
         train_items = self.encoder_.encode(train.texts, y_train)
-        note = self.encoder_.report_truncation(len(train), "training texts")
-        if note:
-            self.notes_.append(note)
+        for note in (self.encoder_.report_truncation(len(train), "training texts"),
+                     self.encoder_.report_split(len(train), len(train_items), "training texts")):
+            if note:
+                self.notes_.append(note)
         val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
+        windows = val_items     # kept: feature caching below replaces the items and their text indices
         weights = self.class_weight_
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
                              "class_weight": [weights[lab] for lab in labels] if weights else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
         t0 = time.perf_counter()
-        self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, y_train, params,
+        item_targets = y_train if window_owners(train_items) is None else [it["label"] for it in train_items]
+        self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, item_targets, params,
                                                         cfg)
         module, collate = self.module_, self.encoder_.collate
         if self.regime_ == "head-only" and module.feature_cacheable:
             # The frozen body gives each text the same features every epoch: compute them once. They are
             # recomputed (identically) on resume; the checkpoint holds the head alone.
-            train_items, val_items, module, collate = self._on_features(train_items, y_train, val_items, y_val)
+            train_items, val_items, module, collate = self._on_features(train_items, val_items)
         result = fit(module, train_items, collate, cfg, eval_items=val_items, eval_labels=y_val,
                      label_names=labels, positive_label=self.positive_label,
                      log=log.info if not self.progress else _tqdm_write,
-                     notify=_stderr_line if not self.progress else _tqdm_write)
+                     notify=_stderr_line if not self.progress else _tqdm_write,
+                     eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
         self.train_seconds_ = time.perf_counter() - t0
         self.history_ = [vars(h) for h in result.history]
         self.best_epoch_ = result.best_epoch
@@ -189,19 +200,33 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            self._calibrate(logits, y_val)
+            self._calibrate(self._validation_logits(windows, logits, y_val), y_val)
         return self
 
-    def _on_features(self, train_items, y_train, val_items, y_val):
+    def _on_features(self, train_items, val_items):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
 
-        def cached(items, labels, desc):
+        def cached(items, desc):
             feats = compute_features(self.module_, items, self.encoder_.collate, self.eval_batch_size,
                                      self.progress, desc)
-            return [{"features": f, "label": y} for f, y in zip(feats, labels)]
-        val = cached(val_items, y_val, "caching validation features") if val_items else None
-        return (cached(train_items, y_train, "caching training features"), val, HeadOnFeatures(self.module_.head),
+            return [{"features": f, "label": item["label"]} for f, item in zip(feats, items)]
+        val = cached(val_items, "caching validation features") if val_items else None
+        return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),
                 collate_features)
+
+    def _validation_logits(self, items, logits, y):
+        """One row per validation text; with chunk_aggregate 'auto', first the aggregation that scores better
+        there by the selection metric (mean on a tie)."""
+        if window_owners(items) is not None and self.chunk_aggregate == "auto":
+            from headswap.train.loop import score_logits
+            scores = {how: score_logits(per_text(logits, items, how), y, list(self.labels_),
+                                        self.positive_label).score(self.metric) for how in ("mean", "max")}
+            self.chunk_aggregate_ = max(scores, key=scores.get)
+            note = (f"chunk_aggregate auto: {self.chunk_aggregate_} (validation {self.metric}: mean "
+                    f"{scores['mean']:.4f}, max {scores['max']:.4f})")
+            log.info(note)
+            self.notes_.append(note)
+        return per_text(logits, items, self.chunk_aggregate_)
 
     # ---- after training: calibration and decision thresholds -------------------------------------
     def _calibrate(self, logits, y, fit_temperature: bool | None = None) -> None:
@@ -230,14 +255,18 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if not hasattr(self, "module_"):
             raise HeadswapError("this TextClassifier is not fitted yet: call fit() or TextClassifier.load()")
 
-    def decision_function(self, X) -> np.ndarray:
-        """Raw (N, K) class logits."""
-        self._check_fitted()
-        texts = from_lists(X, None, "prediction input").texts
+    def _item_logits(self, texts) -> tuple[list, np.ndarray]:
+        """The encoded items of `texts` (windows, for a chunking model) and their logits, on any runtime."""
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
         self.module_.start_predict()
-        return self.module_.logits(items, self.encoder_.collate, self.eval_batch_size, self.progress)
+        return items, self.module_.logits(items, self.encoder_.collate, self.eval_batch_size, self.progress)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Raw (N, K) class logits, one row per text in input order (a chunked text's windows aggregated)."""
+        self._check_fitted()
+        items, logits = self._item_logits(from_lists(X, None, "prediction input").texts)
+        return per_text(logits, items, self.chunk_aggregate_)
 
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label

@@ -28,8 +28,9 @@ class Fitted:
     body_tuning: dict | None = None       # what a strategy's prepare_body did (e.g. setfit's contrastive phase)
     evaluation: dict | None = None        # test metrics recorded by `headswap train --data DIR`
     notes: list[str] = field(default_factory=list)   # things a user should know about this run (truncation)
+    chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
 
-    SAVED = ("temperature", "thresholds", "body_tuning", "history", "train_seconds", "evaluation")
+    SAVED = ("temperature", "thresholds", "body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""
@@ -54,7 +55,8 @@ class Fitted:
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
                    temperature=config.get("temperature"), thresholds=config.get("thresholds"),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
-                   body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"))
+                   body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
+                   chunk_aggregate=config.get("chunk_aggregate"))
 
 
 def expose(cls):

@@ -1,4 +1,5 @@
-"""Running a torch classifier over encoded items: (N, K) logits or (N, D) head features, in input order.
+"""Running a torch classifier over encoded items: (N, K) logits or (N, D) head features, in input order; and
+putting chunked texts' window logits back together, one row per text.
 
 Shared by training (evaluation each epoch), TextClassifier and the ONNX runner; it imports nothing from
 headswap.train so that inference code never pulls in the training loop.
@@ -22,6 +23,36 @@ def item_length(item) -> int:
         if "pairs" in item:
             return max(len(p["input_ids"]) for p in item["pairs"])
     return 0
+
+
+def window_owners(items: Sequence) -> list[int] | None:
+    """The index of the text each item came from, when a chunking encoder split texts into windows; else None."""
+    if len(items) and isinstance(items[0], dict) and "text" in items[0]:
+        return [item["text"] for item in items]
+    return None
+
+
+def per_text(logits, items: Sequence, how: str):
+    """(texts, K) logits from the (items, K) logits of `items`: unchanged unless the items are windows of
+    chunked texts, whose logits are then aggregated per text, in text order. how: 'mean' of the windows'
+    logits, or 'max' of each class's logit over the windows (a softmax or sigmoid comes after, as for any
+    logits). The one place window logits are aggregated: TextClassifier (torch and ONNX runtimes alike) and
+    validation during training call it. Returns the type it was given (numpy array or tensor)."""
+    owners = window_owners(items)
+    if owners is None:
+        return logits
+    if how not in ("mean", "max"):
+        raise ValueError(f"window aggregation is mean or max, got {how!r}")
+    x = torch.as_tensor(logits).float()
+    index = torch.tensor(owners, dtype=torch.long)
+    texts = int(index.max()) + 1 if len(index) else 0
+    out = torch.zeros((texts, x.shape[1]), dtype=x.dtype)
+    if how == "mean":
+        out.index_add_(0, index, x)
+        out /= torch.bincount(index, minlength=texts).clamp(min=1).unsqueeze(1).to(x.dtype)
+    else:
+        out.scatter_reduce_(0, index.unsqueeze(1).expand_as(x), x, reduce="amax", include_self=False)
+    return out if torch.is_tensor(logits) else out.numpy()
 
 
 @torch.inference_mode()

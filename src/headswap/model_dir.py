@@ -161,6 +161,11 @@ def check_config(path: Path, config: dict) -> None:
                               ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
                               ("export", lambda v: isinstance(v, dict), "an object or null")):
         check(key, config.get(key, _MISSING), optional(ok), expected)
+    # A chunking model's windows are aggregated as training chose: without the choice it cannot predict.
+    chunked = params.get("chunk_stride") is not None
+    check("chunk_aggregate", config.get("chunk_aggregate", _MISSING),
+          (lambda v: v in ("mean", "max")) if chunked else optional(lambda v: v in ("mean", "max")),
+          "mean or max (how a chunked text's window logits are aggregated)")
 
 
 def fingerprint(path: Path) -> str:

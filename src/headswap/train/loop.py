@@ -187,8 +187,12 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         label_names: list[str] | None = None, positive_label: str | None = "auto",
         log: Callable[[str], None] | None = print, accelerator: Accelerator | None = None,
         on_epoch_end: Callable[[EpochLog], None] | None = None,
-        notify: Callable[[str], None] | None = None) -> TrainResult:
+        notify: Callable[[str], None] | None = None,
+        eval_per_text: Callable[[torch.Tensor], torch.Tensor] | None = None) -> TrainResult:
     """Train `model` in place; with validation data, evaluate each epoch and (keep_best) restore the best.
+
+    eval_per_text maps the eval items' logits to one row per eval label (chunked texts: their windows'
+    logits aggregated, headswap.inference.per_text); best_eval_logits stays per item.
 
     on_epoch_end(entry) runs on every process after each epoch, once its checkpoint (if any) is written.
     log takes the epoch lines; notify (default: log) the checkpoint and resume messages, which a quiet run
@@ -235,7 +239,8 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
         if eval_items is not None:
             logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
-            m = score_logits(logits, eval_labels, label_names, positive_label)
+            m = score_logits(eval_per_text(logits) if eval_per_text else logits, eval_labels, label_names,
+                             positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
         if run.record(entry):
             best_logits = logits
