@@ -63,7 +63,7 @@ class Build:
         text = self.params.get("instruction")
         prefix = f"Instruct: {text}\nQuery: " if (instruction and text) else ""
         return TextEncoder(self.tokenizer, "plain", self.params["max_length"], prefix=prefix,
-                           append_eos=self.causal)
+                           append_eos=self.causal, chunk_stride=self.params.get("chunk_stride"))
 
     def prompt_encoder(self, letters: bool = False, cache: bool = True):
         """Each text inside the task prompt. With `cache` (and a model that supports it) the shared prefix
@@ -103,6 +103,7 @@ class Strategy:
     multi_label: bool = False       # can score each label on its own (sigmoid per label) for multi-label data
     few_shot: bool = False          # made for a few texts per class; bench runs it only when named
     exportable: bool = False        # `headswap export` can write it as an ONNX graph (encoder bodies)
+    chunkable: bool = True          # encodes each text on its own (Build.plain_encoder): chunk_stride applies
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
@@ -121,6 +122,10 @@ class Strategy:
             able = ", ".join(s.name for s in REGISTRY.values() if s.multi_label)
             raise ConfigError(f"strategy {self.name!r} picks one class per text and cannot do multi-label; use one "
                               f"of {able}")
+        if params.get("chunk_stride") is not None and not self.chunkable:
+            able = ", ".join(s.name for s in REGISTRY.values() if s.chunkable)
+            raise ConfigError(f"strategy {self.name!r} does not encode each text on its own and cannot chunk long "
+                              f"texts (chunk_stride); it truncates them. Chunking strategies: {able}")
 
     def text_encoder(self, b: Build):
         """The TextEncoder that turns this strategy's texts into batches."""

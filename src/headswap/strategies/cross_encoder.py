@@ -11,6 +11,7 @@ class CrossEncoder(Strategy):
     description = "(text, class description) pairs scored by an encoder, one pass per class"
     encoder_only = True
     exportable = True
+    chunkable = False     # each item is a (text, description) pair
 
     def text_encoder(self, b: Build):
         from headswap.text.encoding import TextEncoder

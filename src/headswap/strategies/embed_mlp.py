@@ -44,6 +44,7 @@ class SLMHiddenMLP(EmbedMLP):
     prompted = True
     default_regime = "lora"
     exportable = False
+    chunkable = False     # the text sits inside the task prompt
 
     def text_encoder(self, b: Build):
         return b.prompt_encoder()

@@ -19,6 +19,7 @@ class GenerateParse(Strategy):
     has_head = False
     lm_head = True
     default_regime = "lora"
+    chunkable = False     # the text sits inside the task prompt
 
     def text_encoder(self, b: Build):
         return b.prompt_encoder(cache=False)   # whole prompts: generation manages its own cache

@@ -22,6 +22,7 @@ class SLMLogits(Strategy):
     lm_head = True
     default_regime = "lora"
     multi_label = True
+    chunkable = False     # the text sits inside the task prompt
     letters = False
 
     def text_encoder(self, b: Build):

@@ -158,6 +158,7 @@ class Static(Strategy):
                    "no transformer at inference")
     encoder_only = True
     default_regime = "head-only"
+    chunkable = False     # its own model2vec encoder truncates
 
     def fits(self, kind: str) -> str | None:
         if kind != "encoder":
