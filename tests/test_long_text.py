@@ -229,3 +229,19 @@ def test_cli_train_predict_and_eval_chunk(world, data_dir):
     rc, stdout, err = _invoke(["eval", "--model-dir", str(out), "--data", str(data_dir / "test.csv"), "-q",
                                "--out", str(world["root"] / "cli-eval")])
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("strategy, causal", [("similarity", False), ("setfit", False),
+                                              ("causal-embedding-mlp", True)])
+def test_every_chunking_strategy_gives_one_row_per_text(world, strategy, causal):
+    model = world["enc"]
+    if causal:
+        from tiny_models import make_tiny_causal
+        model = make_tiny_causal(world["root"] / "causal")
+    clf = TextClassifier(model=str(model), strategy=strategy, chunk_stride=8, eval_fraction=0, progress=False,
+                         epochs=1, max_length=20, pair_iterations=1).fit(TEXTS, LABELS)
+    items = clf.encoder_.encode(MIXED)
+    assert len(items) > len(MIXED) and all(len(it["input_ids"]) <= 20 for it in items)
+    if causal:     # the EOS the last-token pooling reads closes every window
+        assert all(it["input_ids"][-1] == clf.tokenizer_.eos_token_id for it in items)
+    assert clf.predict_proba(MIXED).shape == (len(MIXED), 2) and len(clf.predict(MIXED)) == len(MIXED)
