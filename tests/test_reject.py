@@ -221,3 +221,13 @@ def test_the_server_answers_the_reject_label(fitted):
     got = client.post("/predict", json={"texts": VAL_TEXTS}).json()["predictions"]
     assert [p["label"] for p in got] == [str(v) for v in fitted.predict(VAL_TEXTS)]
     assert set(got[0]["probabilities"]) == {"ham", "spam"}
+
+
+def test_an_exported_model_rejects_as_the_torch_one_does(fitted, tmp_path):
+    from headswap.export import export
+    src = fitted.save(tmp_path / "m")
+    export(src, tmp_path / "onnx")
+    exported = TextClassifier.load(tmp_path / "onnx", progress=False)
+    assert exported.runtime_ == "onnx" and exported.reject_threshold_ == fitted.reject_threshold_
+    assert exported.predict(VAL_TEXTS).tolist() == fitted.predict(VAL_TEXTS).tolist()
+    assert "oos" in exported.predict(VAL_TEXTS).tolist()
