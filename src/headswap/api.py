@@ -144,14 +144,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             train, val = stratified_split(train, self.eval_fraction, self.seed, by=target.stratify_by(train.labels))
         else:
             val = None
-        if val is not None:
-            check_known(target, val.labels, labels, "evaluation")
         self.fitted_ = Fitted(labels, classes, descriptions,
                               class_weight=target.class_weight(self.class_weight, labels, train.labels))
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
             "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
+        val, val_oos = self._without_outside(val)
+        if val is not None:
+            check_known(target, val.labels, labels, "evaluation")
+        self._check_reject_data(val, val_oos)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build()
@@ -160,7 +162,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if self.epochs == 0:
             self.trainable_params_ = 0
             if val is not None:     # nothing trains, but given validation data still calibrates
-                self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val)
+                self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val,
+                                oos_texts=val_oos)
             return self
         y_train = target.encode(train.labels, labels)
         # Chunking: each window of a long text is a training item with its text's label (the usual recipe for
@@ -200,7 +203,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            self._calibrate(self._validation_logits(windows, logits, y_val), y_val)
+            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos)
         return self
 
     def _on_features(self, train_items, val_items):
@@ -229,9 +232,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return per_text(logits, items, self.chunk_aggregate_)
 
     # ---- after training: calibration and decision thresholds -------------------------------------
-    def _calibrate(self, logits, y, fit_temperature: bool | None = None) -> None:
+    def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None) -> None:
         """On validation logits: fit the temperature (when fit_temperature, default the temperature_scaling
-        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities."""
+        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities,
+        and with out_of_scope set, the reject threshold (on these texts and the out-of-scope `oos_texts`)."""
         target = self.target_
         logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
@@ -239,16 +243,80 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             log.info("calibration: temperature %s fitted on %d validation texts",
                      np.round(self.temperature_, 3), len(y))
         self.thresholds_ = target.thresholds(target.probabilities(logits, self.temperature_), y)
+        if self.out_of_scope is not None:
+            self._tune_reject(logits, y, oos_texts)
 
     def calibrate(self, X, y) -> "TextClassifier":
-        """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds) on
-        labelled texts held out from training. fit() does this on its validation data."""
+        """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds; with
+        out_of_scope, the reject threshold) on labelled texts held out from training. fit() does this on its
+        validation data."""
         self._check_fitted()
-        data = self.target_.read(X, y, "calibration data")
+        data, oos = self._without_outside(self.target_.read(X, y, "calibration data"))
         check_known(self.target_, data.labels, self.labels_, "calibration")
+        self._check_reject_data(data, oos)
         self._calibrate(self.decision_function(data.texts), self.target_.encode(data.labels, self.labels_),
-                        fit_temperature=True)
+                        fit_temperature=True, oos_texts=oos)
         return self
+
+    # ---- the reject option (headswap.reject) -------------------------------------------------------
+    @property
+    def oos_index_(self) -> int | None:
+        """The logit column of an out-of-scope class learned from the training data, if there is one."""
+        return self.labels_.index(self.out_of_scope) if self.out_of_scope in self.labels_ else None
+
+    def _without_outside(self, data):
+        """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
+        saw as a class; otherwise (data, None)."""
+        if data is None or self.out_of_scope is None or self.oos_index_ is not None:
+            return data, None
+        outside = [i for i, lab in enumerate(data.labels) if lab == self.out_of_scope]
+        if not outside:
+            return data, None
+        if len(outside) == len(data):
+            raise HeadswapError(f"{data.source}: every text is labelled {self.out_of_scope!r} (out of scope); "
+                                f"calibration and evaluation need in-scope texts too")
+        gone = set(outside)
+        return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
+
+    def _check_reject_data(self, val, oos_texts) -> None:
+        """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
+        if self.out_of_scope is None:
+            return
+        if val is None:
+            note = (f"out_of_scope {self.out_of_scope!r}: no validation data, so no reject threshold is tuned"
+                    + (" (the out-of-scope class still rejects)" if self.oos_index_ is not None else ""))
+            log.warning(note)
+            self.notes_.append(note)
+        elif self.reject_metric == "oos_recall" and not oos_texts and self.out_of_scope not in val.labels:
+            raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {self.out_of_scope!r}) in "
+                              f"the validation data, and it has none")
+
+    def _tune_reject(self, logits, y, oos_texts) -> None:
+        from headswap import reject
+        k = self.oos_index_
+        probs, y = self.target_.probabilities(logits, self.temperature_), np.asarray(y)
+        is_oos = y == k if k is not None else np.zeros(len(y), dtype=bool)
+        if oos_texts:
+            probs = np.concatenate([probs, self.target_.probabilities(self.decision_function(oos_texts),
+                                                                      self.temperature_)])
+            y = np.concatenate([y, np.full(len(oos_texts), -1)])
+            is_oos = np.concatenate([is_oos, np.ones(len(oos_texts), dtype=bool)])
+        threshold, note = reject.tune(probs, y, is_oos, self.reject_metric, self.reject_target, k)
+        self.reject_threshold_ = threshold or None
+        if note:
+            log.warning(note)
+            self.notes_.append(note)
+        log.info("reject option on %d validation texts: %s", len(y),
+                 reject.describe(reject.scores(probs, y, is_oos, self.reject_threshold_, k)))
+
+    def _reject_value(self):
+        """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
+        integer when the classes are integers and it reads as one)."""
+        if self.oos_index_ is not None:
+            return self.classes_[self.oos_index_]
+        if self.classes_.dtype.kind in "iu" and self.out_of_scope.lstrip("-").isdigit():
+            return int(self.out_of_scope)
+        return self.out_of_scope
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -274,16 +342,24 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return self.target_.probabilities(self.decision_function(X), self.temperature_).astype(np.float32)
 
     def predict(self, X):
-        """The class of each text (an array like classes_); for multi-label data, a list with a tuple of
-        labels per text (possibly empty: no label reached its threshold)."""
+        """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for
+        multi-label data, a list with a tuple of labels per text (possibly empty: no label reached its
+        threshold)."""
         logits = self.decision_function(X)   # checks fitted before classes_ is read
-        return self.target_.decide(self.target_.probabilities(logits, self.temperature_), self.thresholds_,
-                                   self.classes_)
+        return self.decide(self.target_.probabilities(logits, self.temperature_))
 
     def decide(self, probs: np.ndarray):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
-        of the labels whose probability reaches their threshold."""
-        return self.target_.decide(probs, self.thresholds_, self.classes_)
+        of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
+        the reject option turns away."""
+        out = self.target_.decide(probs, self.thresholds_, self.classes_)
+        if self.out_of_scope is None:
+            return out
+        from headswap.reject import rejected
+        value = self._reject_value()
+        out = out.astype(object) if isinstance(value, str) else out.copy()   # integer classes, a word for oos
+        out[rejected(probs, self.reject_threshold_, self.oos_index_)] = value
+        return out
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""
@@ -296,15 +372,25 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
         self._check_fitted()
         target, labels = self.target_, list(self.labels_)
-        data = target.read(X, y, "evaluation data")
+        data, oos_texts = self._without_outside(target.read(X, y, "evaluation data"))
         check_known(target, data.labels, labels, "evaluation")
+        oos_texts = oos_texts or []
         t0 = time.perf_counter()
-        logits = self.decision_function(data.texts)
+        all_logits = self.decision_function(data.texts + oos_texts)
         seconds = time.perf_counter() - t0
-        m, cal = target.metrics(logits, target.encode(data.labels, labels), labels, self.positive_label,
-                                self.temperature_, self.thresholds_)
-        m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=len(data) / seconds if seconds else 0.0)
+        logits, y_in = all_logits[: len(data)], target.encode(data.labels, labels)
+        m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_)
+        n = len(data) + len(oos_texts)
+        m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=n / seconds if seconds else 0.0)
         m.extra["calibration"] = cal
+        if self.out_of_scope is not None:
+            from headswap.reject import scores
+            k = self.oos_index_
+            y_all = np.concatenate([np.asarray(y_in), np.full(len(oos_texts), -1)])
+            is_oos = np.concatenate([y_all[: len(data)] == k if k is not None else np.zeros(len(data), dtype=bool),
+                                     np.ones(len(oos_texts), dtype=bool)])
+            m.extra["out_of_scope"] = {"label": self.out_of_scope, **scores(
+                target.probabilities(all_logits, self.temperature_), y_all, is_oos, self.reject_threshold_, k)}
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 

@@ -20,6 +20,7 @@ class Fitted:
     class_weight: dict | None = None      # {label: weight} used by the loss, whatever file or rule gave it
     temperature: float | list[float] | None = None   # calibration: one, or one per label (multi-label)
     thresholds: list[float] | None = None            # multi-label decision thresholds, one per label
+    reject_threshold: float | None = None            # out_of_scope: the top probability below which it rejects
     history: list[dict] = field(default_factory=list)   # one entry per epoch: loss, validation metrics
     best_epoch: int | None = None
     train_seconds: float = 0.0
@@ -30,7 +31,8 @@ class Fitted:
     notes: list[str] = field(default_factory=list)   # things a user should know about this run (truncation)
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
 
-    SAVED = ("temperature", "thresholds", "body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
+    SAVED = ("temperature", "thresholds", "reject_threshold", "body_tuning", "history", "train_seconds", "evaluation",
+             "chunk_aggregate")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""
@@ -54,6 +56,7 @@ class Fitted:
         weight = config["params"].get("class_weight")
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
                    temperature=config.get("temperature"), thresholds=config.get("thresholds"),
+                   reject_threshold=config.get("reject_threshold"),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
                    chunk_aggregate=config.get("chunk_aggregate"))

@@ -98,6 +98,10 @@ def read_config(path: Path) -> dict:
     if th is not None and not (isinstance(th, list) and all(_positive(v) and v < 1 for v in th)):
         raise HeadswapError(f"{cfg_file} is corrupt: thresholds must be a list of numbers between 0 and 1 or null, "
                             f"got {th!r:.80}")
+    r = config.get("reject_threshold")
+    if r is not None and not (_positive(r) and r <= 1):
+        raise HeadswapError(f"{cfg_file} is corrupt: reject_threshold must be a number in (0, 1] or null, "
+                            f"got {r!r:.80}")
     for key, value in (("temperature", t), ("thresholds", th)):
         if isinstance(value, list) and len(value) != len(config.get("labels") or ()):
             raise HeadswapError(f"{cfg_file} is corrupt: {len(value)} {key} for {len(config.get('labels') or ())} "

@@ -23,7 +23,8 @@ METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "
 BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
 MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
-CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.aggregate_windows keys on mean and max
+CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
+REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
 
 
 # The strategies, in the order tables list them. Declared here, not read from headswap.strategies, so that options
@@ -106,6 +107,16 @@ class TrainSettings:
                                 "{label: weight}. Unlisted classes weigh 1 (default: all 1)", metavar="balanced|FILE")
     temperature_scaling: bool = setting(True, "calibrate: fit a softmax temperature on the validation data after "
                                         "training; predict_proba uses it (predicted classes do not change)")
+    out_of_scope: str | None = setting(None, "the label of texts that fit no class (e.g. oos): predict answers it "
+                                       "when the top class's calibrated probability is below a threshold tuned on "
+                                       "the validation data, and training rows that carry it are learned as a class "
+                                       "of their own; single-label only", metavar="LABEL", nonempty=True)
+    reject_metric: str = setting("in_scope_accuracy", "what the out-of-scope threshold is tuned for: keep the "
+                                 "validation in-scope accuracy (a rejected in-scope text counts as wrong) at or above "
+                                 "reject_target, or reach that out-of-scope recall (needs out-of-scope texts in the "
+                                 "validation data)", choices=REJECT_METRICS)
+    reject_target: float = setting(0.95, "the value reject_metric must meet on the validation data", above=0,
+                                   maximum=1)
     pair_iterations: int = setting(20, "setfit: contrastive pairs drawn per training text and round (one of its "
                                    "class, one of another), as SetFit's num_iterations", minimum=1)
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")

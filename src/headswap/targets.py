@@ -91,6 +91,9 @@ class MultiLabel(SingleLabel):
         self.separator = separator
 
     def check(self, params: dict) -> None:
+        if params.get("out_of_scope") is not None:
+            raise ConfigError("out_of_scope is for single-label data: a multi-label model already answers no label "
+                              "when none reaches its threshold")
         if params["class_weight"] is not None:
             raise ConfigError("class_weight is for single-label data; multi-label training does not take it yet")
         if params["metric"] in settings.BINARY_METRICS:

@@ -52,7 +52,7 @@ def run(args) -> int:
         from headswap.data.multilabel import check_eval_label_sets
         check_eval_label_sets(list(clf.labels_), data, clf.label_separator)
     else:
-        check_eval_labels(list(clf.labels_), data)
+        check_eval_labels(list(clf.labels_), data, getattr(clf, "out_of_scope", None))
     m = clf.evaluate(data.texts, data.labels)
     out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -67,6 +67,9 @@ def run(args) -> int:
     print(m.report())
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
+    if "out_of_scope" in m.extra:
+        from headswap.reject import describe
+        print(f"out of scope ({m.extra['out_of_scope']['label']}): {describe(m.extra['out_of_scope'])}")
     chart = "per_label_f1.png" if clf.multi_label else "confusion_matrix.png"
     print(f"wrote {out / 'metrics.json'}, {out / chart} and {out / 'reliability_diagram.png'}", file=sys.stderr)
     return 0

@@ -83,7 +83,7 @@ def _run(args) -> int:
             if args.multi_label:
                 check_eval_label_sets(labels, extra, args.label_separator)
             else:
-                check_eval_labels(labels, extra)
+                check_eval_labels(labels, extra, args.out_of_scope)
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
           f"{len(train)} texts, {len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
     t0 = time.perf_counter()
@@ -103,6 +103,9 @@ def _run(args) -> int:
         print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
         from headswap.cli.eval import calibration_line
         print(calibration_line(m.extra["calibration"]))
+        if "out_of_scope" in m.extra:
+            from headswap.reject import describe
+            print(f"out of scope ({args.out_of_scope}): {describe(m.extra['out_of_scope'])}")
     print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
     PartialState().wait_for_everyone()
     return 0

@@ -69,6 +69,11 @@ class LabelledData:
         """Human-readable location of record ``i``, e.g. ``"train.csv, line 12"``."""
         return f"{self.source}, {self.row_unit} {self.rows[i]}"
 
+    def subset(self, idx: Sequence[int]) -> "LabelledData":
+        """The records at ``idx``, keeping where each came from."""
+        return LabelledData([self.texts[i] for i in idx], [self.labels[i] for i in idx] if self.labels else [],
+                            self.source, [self.rows[i] for i in idx], self.row_unit)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Reading files
@@ -395,12 +400,13 @@ def check_single_labels(data: LabelledData) -> None:
                             f"--multi-label (multi_label=True)")
 
 
-def check_eval_labels(train_labels: Sequence[str], eval_data: LabelledData) -> None:
-    """Fail if ``eval_data`` has a label that training never saw (the model could never predict it)."""
+def check_eval_labels(train_labels: Sequence[str], eval_data: LabelledData, out_of_scope: str | None = None) -> None:
+    """Fail if ``eval_data`` has a label that training never saw (the model could never predict it), other
+    than the out-of-scope label that the reject option answers."""
     if not eval_data.labels:
         raise DataError(f"{eval_data.source}: evaluation data needs labels, and this data has none")
     check_single_labels(eval_data)
-    known = set(train_labels)
+    known = set(train_labels) | ({out_of_scope} if out_of_scope is not None else set())
     first_seen: dict[str, int] = {}
     for i, label in enumerate(eval_data.labels):
         if label not in known and label not in first_seen:

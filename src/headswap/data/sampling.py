@@ -14,15 +14,6 @@ from headswap.errors import ConfigError, DataError
 logger = logging.getLogger("headswap.data.load")   # the name tests and users filter on
 
 
-def _subset(data: LabelledData, idx: Sequence[int]) -> LabelledData:
-    return LabelledData(
-        [data.texts[i] for i in idx],
-        [data.labels[i] for i in idx] if data.labels else [],
-        data.source,
-        [data.rows[i] for i in idx],
-        data.row_unit,
-    )
-
 
 def _per_class_split(labels: Sequence[str], idx: list[int], test_size: float, seed: int) -> list[int]:
     """Test indices: about ``test_size`` of each class, and at least one row of each class on each side."""
@@ -44,7 +35,7 @@ def _keyed(data: LabelledData, by: Sequence):
     to `data`'s own records (and labels), by their row numbers."""
     where = {row: i for i, row in enumerate(data.rows)}
     keyed = LabelledData(data.texts, list(by), data.source, data.rows, data.row_unit)
-    return keyed, lambda part: _subset(data, [where[row] for row in part.rows])
+    return keyed, lambda part: data.subset([where[row] for row in part.rows])
 
 
 def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
@@ -108,7 +99,7 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
                    f"the training part (duplicate texts), so the validation score (which picks the best epoch "
                    f"and fits the calibration) is optimistic; remove duplicates to hold out unseen texts")
         warn_once(message, message)
-    return _subset(data, train_idx), _subset(data, sorted(test_set))
+    return data.subset(train_idx), data.subset(sorted(test_set))
 
 
 def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequence | None = None) -> LabelledData:
@@ -149,5 +140,4 @@ def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequ
         rng.shuffle(members)
         chosen.extend(members[: quota[c]])
     chosen.sort()
-    return LabelledData([data.texts[i] for i in chosen], [data.labels[i] for i in chosen], data.source,
-                        [data.rows[i] for i in chosen], data.row_unit)
+    return data.subset(chosen)

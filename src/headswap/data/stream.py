@@ -158,6 +158,8 @@ def decisions(clf, probs) -> tuple[str, list]:
         return ("labels" if getattr(clf, "multi_label", False) else "label"), []
     if getattr(clf, "multi_label", False):
         return "labels", [[str(v) for v in s] for s in clf.decide(probs)]
+    if getattr(clf, "out_of_scope", None) is not None:    # the reject option may answer a label of its own
+        return "label", [str(v) for v in clf.decide(probs)]
     labels = [str(v) for v in clf.labels_]
     return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
 

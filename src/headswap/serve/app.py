@@ -454,13 +454,14 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     from pydantic_core import PydanticCustomError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
+    from headswap.data.stream import decisions
+
     for name, value in (("max_texts_per_request", max_texts_per_request), ("max_text_chars", max_text_chars),
                         ("max_body_bytes", max_body_bytes), ("max_json_depth", max_json_depth)):
         if int(value) < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
     clf, model_dir = _load_classifier(clf_or_model_dir, runtime)
     labels = [str(v) for v in clf.labels_]
-    multi_label = bool(getattr(clf, "multi_label", False))
     strategy, model_name = str(getattr(clf, "strategy", "")), str(getattr(clf, "model", ""))
     # Folder names only: /health is unauthenticated, and absolute paths tell a client about the server's disk.
     model_name = Path(model_name).name if os.sep in model_name else model_name
@@ -596,13 +597,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         if probs.shape[1] != len(labels):
             log.error("the model returned %d probabilities per text for %d labels", probs.shape[1], len(labels))
             return JSONResponse({"error": "prediction failed", "detail": None}, status_code=500)
-        if multi_label:
-            sets = clf.decide(probs)
-            return {"predictions": [{"labels": [str(v) for v in chosen], "probabilities": dict(zip(labels, row))}
-                                    for chosen, row in zip(sets, probs.tolist())]}
-        best = probs.argmax(axis=1)
-        return {"predictions": [{"label": labels[k], "probabilities": dict(zip(labels, row))}
-                                for k, row in zip(best.tolist(), probs.tolist())]}
+        key, answers = decisions(clf, probs)   # "labels" (multi-label) or "label", as predict writes them
+        return {"predictions": [{key: answer, "probabilities": dict(zip(labels, row))}
+                                for answer, row in zip(answers, probs.tolist())]}
 
     @app.get("/health", response_model=HealthResponse, summary="Liveness and what is being served")
     async def health():

@@ -1,0 +1,233 @@
+"""The reject option (issue 25): out-of-scope texts answered with their own label. The threshold search is
+checked against a brute force over every threshold, the scores against hand counts, and the option end to end
+through TextClassifier, a saved model, `headswap train`, `eval`, `predict` and the server's decisions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tiny_models import make_tiny_encoder
+
+from headswap import TextClassifier
+from headswap.errors import ConfigError, HeadswapError
+from headswap.reject import rejected, scores, top_in_scope, tune
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# Four texts over classes (a, b, oos): two in scope (a, b), two out of scope.
+PROBS = np.array([[0.9, 0.05, 0.05],    # a, confident
+                  [0.3, 0.6, 0.1],      # b, unsure
+                  [0.5, 0.1, 0.4],      # oos, looks like a
+                  [0.2, 0.2, 0.6]])     # oos, the oos class wins
+Y = np.array([0, 1, 2, 2])
+IS_OOS = np.array([False, False, True, True])
+
+
+def test_rejected_by_threshold_and_by_the_out_of_scope_class():
+    assert rejected(PROBS, None, None).tolist() == [False] * 4
+    assert rejected(PROBS, None, 2).tolist() == [False, False, False, True]
+    # Top in-scope probabilities: 0.9, 0.6, 0.5, 0.2.
+    assert top_in_scope(PROBS, 2)[1].tolist() == [0.9, 0.6, 0.5, 0.2]
+    assert rejected(PROBS, 0.55, 2).tolist() == [False, False, True, True]
+    assert rejected(PROBS, 0.61, 2).tolist() == [False, True, True, True]
+    assert rejected(PROBS[:0], 0.5, 2).tolist() == []
+
+
+def test_scores_count_a_rejected_in_scope_text_as_wrong():
+    s = scores(PROBS, Y, IS_OOS, 0.61, 2)
+    assert s["in_scope_accuracy"] == 0.5          # b was rejected
+    assert s["oos_recall"] == 1.0 and s["oos_precision"] == pytest.approx(2 / 3)
+    assert s["oos_f1"] == pytest.approx(0.8) and s["rejected"] == 0.75
+    s = scores(PROBS, Y, IS_OOS, None, None)     # no option at all: nothing rejected
+    assert s["in_scope_accuracy"] == 1.0 and s["oos_recall"] == 0.0 and s["oos_precision"] is None
+
+
+def _brute(probs, y, is_oos, metric, target, k):
+    """Every threshold on a fine grid and at each confidence: the best one that meets the target."""
+    conf = top_in_scope(probs, k)[1]
+    grid = np.unique(np.concatenate([np.linspace(0, 1, 2001), np.nextafter(conf, 2.0), np.nextafter(conf, -1)]))
+    grid = grid[(grid >= 0) & (grid <= 1)]
+    ok = [t for t in grid if scores(probs, y, is_oos, float(t), k)[metric] >= target]
+    return ok
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("k", [None, 3])
+def test_tuned_threshold_is_the_best_that_meets_the_target(seed, k):
+    rng = np.random.default_rng(seed)
+    n = 60
+    logits = rng.normal(size=(n, 4)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    is_oos = rng.random(n) < 0.3
+    y = np.where(is_oos, 3, rng.integers(0, 3, n)) if k is not None else np.where(is_oos, -1, rng.integers(0, 4, n))
+    base = scores(probs, y, is_oos, None, k)["in_scope_accuracy"]
+    target = base * 0.8
+    t, note = tune(probs, y, is_oos, "in_scope_accuracy", target, k)
+    assert note is None
+    s = scores(probs, y, is_oos, t, k)
+    assert s["in_scope_accuracy"] >= target
+    # Nothing higher keeps the target, so no threshold rejects more out-of-scope texts at that accuracy.
+    ok = _brute(probs, y, is_oos, "in_scope_accuracy", target, k)
+    assert s["oos_recall"] == max(scores(probs, y, is_oos, float(u), k)["oos_recall"] for u in ok)
+    assert not any(u > t and scores(probs, y, is_oos, float(u), k)["rejected"] > s["rejected"] for u in ok)
+
+    t, note = tune(probs, y, is_oos, "oos_recall", 0.7, k)
+    s = scores(probs, y, is_oos, t, k)
+    assert note is None and s["oos_recall"] >= 0.7
+    ok = _brute(probs, y, is_oos, "oos_recall", 0.7, k)
+    assert s["in_scope_accuracy"] == max(scores(probs, y, is_oos, float(u), k)["in_scope_accuracy"] for u in ok)
+
+
+def test_an_unreachable_accuracy_target_sets_no_threshold_and_says_so():
+    t, note = tune(PROBS, np.array([1, 1, 2, 2]), IS_OOS, "in_scope_accuracy", 0.9, 2)   # a is wrong already
+    assert t == 0.0 and "in scope accuracy is 0.500" in note and "target 0.9" in note
+    with pytest.raises(ValueError, match="needs out-of-scope texts"):
+        tune(PROBS[:2], Y[:2], IS_OOS[:2], "oos_recall", 0.5, None)
+
+
+# ---- through TextClassifier, a saved model and the command line -------------------------------------------------
+
+TEXTS = ["win cash now", "free call now", "claim prize", "see you at noon", "ok home", "running late"] * 4
+LABELS = ["spam", "spam", "spam", "ham", "ham", "ham"] * 4
+VAL_TEXTS = ["win a prize", "call now free", "see you home", "late again", "cash now", "ok noon",
+             "the weather in paris", "translate this to french", "how tall is a giraffe"]
+VAL_LABELS = ["spam", "spam", "ham", "ham", "spam", "ham", "oos", "oos", "oos"]
+
+
+@pytest.fixture(scope="module")
+def enc(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("reject") / "enc")
+
+
+@pytest.fixture(scope="module")
+def fitted(enc):
+    return TextClassifier(model=str(enc), epochs=2, progress=False, out_of_scope="oos", reject_metric="oos_recall",
+                          reject_target=1.0).fit(TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
+
+
+def test_fit_tunes_the_threshold_on_the_validation_texts_and_predict_answers_oos(fitted):
+    clf = fitted
+    assert clf.labels_ == ["ham", "spam"] and clf.oos_index_ is None
+    probs = clf.predict_proba(VAL_TEXTS)
+    is_oos = np.array([lab == "oos" for lab in VAL_LABELS])
+    y = np.array([clf.labels_.index(lab) if lab != "oos" else -1 for lab in VAL_LABELS])
+    t, _ = tune(probs, y, is_oos, "oos_recall", 1.0, None)
+    assert clf.reject_threshold_ == pytest.approx(t, rel=1e-6)
+    pred = clf.predict(VAL_TEXTS)
+    # Target recall 1.0: every out-of-scope validation text is turned away, and exactly the texts whose top
+    # probability is below the threshold are.
+    assert all(p == "oos" for p, lab in zip(pred, VAL_LABELS) if lab == "oos")
+    assert [p == "oos" for p in pred] == (probs.max(1) < clf.reject_threshold_).tolist()
+    assert clf.decide(probs).tolist() == pred.tolist()
+
+
+def test_evaluate_scores_in_scope_rows_as_usual_and_reports_out_of_scope(fitted):
+    m = fitted.evaluate(VAL_TEXTS, VAL_LABELS)
+    assert m.labels == ["ham", "spam"] and int(np.sum(m.confusion)) == 6
+    o = m.extra["out_of_scope"]
+    assert o["label"] == "oos" and o["oos_texts"] == 3 and o["in_scope_texts"] == 6 and o["oos_recall"] == 1.0
+    pred = fitted.predict(VAL_TEXTS)
+    right = [p == lab for p, lab in zip(pred, VAL_LABELS) if lab != "oos"]
+    assert o["in_scope_accuracy"] == pytest.approx(np.mean(right))
+
+
+def test_the_threshold_is_saved_and_reloads_exactly_and_a_corrupt_one_is_refused(fitted, tmp_path):
+    fitted.save(tmp_path / "m")
+    again = TextClassifier.load(tmp_path / "m", progress=False)
+    assert again.reject_threshold_ == fitted.reject_threshold_ and again.out_of_scope == "oos"
+    assert again.predict(VAL_TEXTS).tolist() == fitted.predict(VAL_TEXTS).tolist()
+    cfg_file = tmp_path / "m" / "headswap_config.json"
+    for bad in (1.5, -0.1, "high"):
+        cfg = json.loads(cfg_file.read_text())
+        cfg["reject_threshold"] = bad
+        cfg_file.write_text(json.dumps(cfg))
+        with pytest.raises(HeadswapError, match="reject_threshold must be a number in"):
+            TextClassifier.load(tmp_path / "m", progress=False)
+
+
+def test_an_out_of_scope_class_in_the_training_data_is_learned_and_rejects(enc):
+    texts = TEXTS + ["weather in paris", "giraffe height", "french please"] * 4
+    labels = LABELS + ["oos"] * 12
+    clf = TextClassifier(model=str(enc), epochs=2, progress=False, out_of_scope="oos", reject_target=0.01).fit(
+        texts, labels, VAL_TEXTS, VAL_LABELS)
+    assert clf.labels_ == ["ham", "oos", "spam"] and clf.oos_index_ == 1
+    probs = clf.predict_proba(texts)
+    expect = (probs.argmax(1) == 1) | (np.delete(probs, 1, axis=1).max(1) < (clf.reject_threshold_ or 0))
+    assert [p == "oos" for p in clf.predict(texts)] == expect.tolist()
+
+
+def test_integer_classes_get_an_integer_reject_label(enc):
+    clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="-1", reject_metric="oos_recall",
+                         reject_target=1.0)
+    clf.fit(TEXTS, [1 if lab == "spam" else 0 for lab in LABELS], VAL_TEXTS,
+            [{"spam": 1, "ham": 0, "oos": -1}[lab] for lab in VAL_LABELS])
+    pred = clf.predict(VAL_TEXTS)
+    assert pred.dtype.kind == "i" and -1 in pred.tolist() and set(pred.tolist()) <= {-1, 0, 1}
+
+
+def test_settings_the_option_cannot_work_with_are_refused_before_training(enc):
+    with pytest.raises(ConfigError, match="single-label"):
+        TextClassifier(model=str(enc), multi_label=True, out_of_scope="oos").resolved_params()
+    clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos", reject_metric="oos_recall")
+    with pytest.raises(ConfigError, match="needs out-of-scope texts .label 'oos'. in the validation data"):
+        clf.fit(TEXTS, LABELS, VAL_TEXTS[:6], VAL_LABELS[:6])
+    assert not hasattr(clf, "module_")      # refused before anything was built
+    with pytest.raises(HeadswapError, match="every text is labelled 'oos'"):
+        TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos").fit(
+            TEXTS, LABELS, VAL_TEXTS[6:], VAL_LABELS[6:])
+
+
+def _csv(path, texts, labels):
+    path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in zip(texts, labels)))
+
+
+def test_the_command_line_trains_evaluates_and_predicts_with_the_reject_option(fitted, enc, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _csv(data / "train.csv", TEXTS, LABELS)
+    _csv(data / "validation.csv", VAL_TEXTS, VAL_LABELS)
+    _csv(data / "test.csv", VAL_TEXTS, VAL_LABELS)
+    run = [sys.executable, "-m", "headswap.cli"]
+    r = subprocess.run(run + ["train", "--data", str(data), "--model", str(enc), "--epochs", "2", "--out-of-scope",
+                              "oos", "--reject-metric", "oos_recall", "--reject-target", "1", "--out",
+                              str(tmp_path / "m"), "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "out of scope (oos): in-scope accuracy" in r.stdout and "out-of-scope recall 100.0%" in r.stdout
+    r = subprocess.run(run + ["eval", "--model-dir", str(tmp_path / "m"), "--data", str(data), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "out-of-scope recall 100.0%, precision" in r.stdout and "(3 texts)" in r.stdout
+    r = subprocess.run(run + ["predict", "--model-dir", str(tmp_path / "m"), "--data", str(data / "test.csv"),
+                              "--out", str(tmp_path / "pred.jsonl"), "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "pred.jsonl").read_text().splitlines()]
+    clf = TextClassifier.load(tmp_path / "m", progress=False)
+    assert [row["label"] for row in rows] == [str(v) for v in clf.predict(VAL_TEXTS)]
+    assert sum(row["label"] == "oos" for row in rows) >= 3
+    r = subprocess.run(run + ["train", "--data", str(data), "--model", str(enc), "--reject-target", "0",
+                              "--out", str(tmp_path / "m2"), "-q"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--reject-target" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_server_answers_the_reject_label(fitted):
+    from fastapi.testclient import TestClient
+
+    from headswap.serve.app import create_app
+    client = TestClient(create_app(fitted))
+    got = client.post("/predict", json={"texts": VAL_TEXTS}).json()["predictions"]
+    assert [p["label"] for p in got] == [str(v) for v in fitted.predict(VAL_TEXTS)]
+    assert set(got[0]["probabilities"]) == {"ham", "spam"}
+
+
+def test_an_exported_model_rejects_as_the_torch_one_does(fitted, tmp_path):
+    from headswap.export import export
+    src = fitted.save(tmp_path / "m")
+    export(src, tmp_path / "onnx")
+    exported = TextClassifier.load(tmp_path / "onnx", progress=False)
+    assert exported.runtime_ == "onnx" and exported.reject_threshold_ == fitted.reject_threshold_
+    assert exported.predict(VAL_TEXTS).tolist() == fitted.predict(VAL_TEXTS).tolist()
+    assert "oos" in exported.predict(VAL_TEXTS).tolist()
