@@ -9,13 +9,12 @@ import hashlib
 import io
 import json
 import random
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from headswap import audit
-from headswap.cli.parser import main
 from headswap.errors import ConfigError, DataError
 from headswap.label_audit import DUPLICATE_COLUMNS, ISSUE_COLUMNS
 
@@ -115,16 +114,6 @@ def test_python_api_refuses_bad_arguments():
 
 
 # ---- the command line -------------------------------------------------------------------------------------------
-
-
-def invoke(argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stderr(err), redirect_stdout(out):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 def write_csv(path: Path, texts, labels) -> dict[int, str]:

@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from cli_run import invoke
 from tiny_models import make_tiny_encoder
 from transformers import AutoTokenizer
 
 from headswap import TextClassifier
-from headswap.cli.parser import main
 from headswap.errors import ConfigError
 from headswap.inference import per_text
 from headswap.text.encoding import TextEncoder
@@ -174,18 +174,6 @@ def test_a_stride_that_would_skip_text_is_refused(world):
                     prompt=type("P", (), {"prefix": "Text: ", "suffix": " Answer:"})())
 
 
-def _invoke(argv):
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-    err, out = io.StringIO(), io.StringIO()
-    with redirect_stderr(err), redirect_stdout(out):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def data_dir(world):
     data = world["root"] / "data"
@@ -205,7 +193,7 @@ def data_dir(world):
     (["--chunk-aggregate", "median"], "--chunk-aggregate"),
 ])
 def test_cli_refuses_bad_chunk_options_in_one_line(world, data_dir, flags, words):
-    rc, _, err = _invoke(["train", "--data", str(data_dir), "--model", str(world["enc"]), "--out",
+    rc, _, err = invoke(["train", "--data", str(data_dir), "--model", str(world["enc"]), "--out",
                           str(world["root"] / "never"), "-q", *flags])
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and len(lines) == 1 and words in lines[0], err
@@ -214,19 +202,19 @@ def test_cli_refuses_bad_chunk_options_in_one_line(world, data_dir, flags, words
 
 def test_cli_train_predict_and_eval_chunk(world, data_dir):
     out = world["root"] / "cli-model"
-    rc, _, err = _invoke(["train", "--data", str(data_dir), "--model", str(world["enc"]), "--out", str(out), "-q",
+    rc, _, err = invoke(["train", "--data", str(data_dir), "--model", str(world["enc"]), "--out", str(out), "-q",
                           "--max-length", "20", "--chunk-stride", "8", "--epochs", "1"])
     assert rc == 0, err
     config = json.loads((out / "headswap_config.json").read_text())
     assert config["params"]["chunk_stride"] == 8 and config["chunk_aggregate"] in ("mean", "max")
-    rc, stdout, err = _invoke(["predict", "--model-dir", str(out), "--data", str(data_dir / "test.csv"), "-q"])
+    rc, stdout, err = invoke(["predict", "--model-dir", str(out), "--data", str(data_dir / "test.csv"), "-q"])
     assert rc == 0, err
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [r["text"] for r in rows] == MIXED
     expected = TextClassifier.load(out, progress=False).predict_proba(MIXED)
     got = np.array([[r["probabilities"][lab] for lab in config["labels"]] for r in rows])
     assert np.abs(got - expected).max() < 1e-5
-    rc, stdout, err = _invoke(["eval", "--model-dir", str(out), "--data", str(data_dir / "test.csv"), "-q",
+    rc, stdout, err = invoke(["eval", "--model-dir", str(out), "--data", str(data_dir / "test.csv"), "-q",
                                "--out", str(world["root"] / "cli-eval")])
     assert rc == 0, err
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -40,7 +41,9 @@ def make_tiny_encoder(folder: Path) -> Path:
                                    sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
     cfg = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=64, max_position_embeddings=512, pad_token_id=0)
-    BertModel(cfg).save_pretrained(folder)
+    with torch.random.fork_rng():   # the same weights whatever ran before: results may not hang on test order
+        torch.manual_seed(0)
+        BertModel(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
@@ -56,6 +59,8 @@ def make_tiny_causal(folder: Path, chat: bool = True) -> Path:
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                       tie_word_embeddings=True, pad_token_id=tok.token_to_id("<|endoftext|>"),
                       bos_token_id=tok.token_to_id("<|im_start|>"), eos_token_id=tok.token_to_id("<|im_end|>"))
-    LlamaForCausalLM(cfg).save_pretrained(folder)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        LlamaForCausalLM(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
