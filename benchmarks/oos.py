@@ -132,9 +132,14 @@ def main() -> None:
     train_in = (s["train"][0], s["train"][1])
     with_oos = (s["train"][0] + s["oos_train"][0], s["train"][1] + s["oos_train"][1])
     results = {}
+    out_file = Path(args.out).resolve()    # resolved now: the working folder may not outlive a long run
     for name in args.variants.split(","):
         results[name] = run_variant(name, train_in if name == "threshold" else with_oos, s["validation"], s["test"],
                                     params, args.drop)
+        write(out_file, args, data, counts, params, results)   # after each variant: a later failure keeps it
+
+
+def write(out_file: Path, args, data, counts, params, results) -> None:
     out = {"benchmark": "oos", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "command": "benchmarks/oos.py " + " ".join(
                f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
@@ -145,9 +150,9 @@ def main() -> None:
            "published_clinc150_bert": {"oos_class": {"in_scope_accuracy": 0.969, "oos_recall": 0.403},
                                        "threshold": {"in_scope_accuracy": 0.962, "oos_recall": 0.523},
                                        "note": "Larson et al. 2019 on CLINC150: another data set, for scale only"}}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2, default=float))
-    print(f"wrote {args.out}")
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    print(f"wrote {out_file}", flush=True)
 
 
 if __name__ == "__main__":
