@@ -254,3 +254,33 @@ def test_mpnet_embeds_with_768_dims_and_puts_paraphrases_closer():
     paraphrase, unrelated = float(emb[0] @ emb[1]), float(emb[0] @ emb[2])
     print(f"cosine: paraphrase {paraphrase:.3f}, unrelated {unrelated:.3f}")
     assert paraphrase > unrelated + 0.3
+
+
+# --------------------------------------------------------------------------------------------------
+# auto: mpnet is a default candidate only when installed (and, like every candidate, runs only if it fits)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_auto_considers_mpnet_only_when_installed(monkeypatch):
+    from headswap.bench.auto import DEFAULT_MODELS, default_models
+
+    assert default_models() == DEFAULT_MODELS + (("mpnet",) if _mpnet_installed() else ())
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.endswith("part_004") else real(name, *a))
+    assert default_models() == DEFAULT_MODELS            # one part missing: not installed, not a candidate
+
+
+def test_auto_cli_without_model_uses_the_default_candidates(fake, monkeypatch, tmp_path):
+    import headswap.bench.auto
+    from headswap.cli import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / f"{split}.csv").write_text("text,label\ngood,pos\nbad,neg\n")
+    seen = {}
+    monkeypatch.setattr(headswap.bench.auto, "default_models", lambda: ("fakenet",))
+    monkeypatch.setattr(headswap.bench.auto, "auto", lambda *a, **kw: seen.update(kw))
+    assert main(["auto", "--data", str(data), "--budget", "1m", "--out", str(tmp_path / "out"), "-q"]) == 0
+    assert seen["models"] == ["fakenet"]

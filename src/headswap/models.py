@@ -135,6 +135,14 @@ def _not_available_message(ref: str) -> str:
     )
 
 
+def installed(name: str) -> bool:
+    """Whether a built-in's packages are all installed (located with find_spec: nothing imported, joined or
+    extracted)."""
+    b = BUILTINS[name]
+    packages = [p.package for p in b.parts] if isinstance(b, _SplitBuiltin) else [b.package]
+    return all(importlib.util.find_spec(p) is not None for p in packages)
+
+
 def _check_kind(kind: str | None) -> None:
     if kind is not None and kind not in KINDS:
         raise ConfigError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
