@@ -348,7 +348,8 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
     """Turn a reference into a :class:`ModelSpec` without loading anything.
 
     ``kind`` ("encoder" or "causal") overrides the detected kind.  Raises ModelNotAvailable when the
-    reference cannot be found offline.
+    reference cannot be found offline.  The one write: the first resolve of a split-zip built-in (``mpnet``)
+    extracts it into the cache (about 8 s), since its spec must point at a folder.
     """
     _check_kind(kind)
     ref = str(ref)
