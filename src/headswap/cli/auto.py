@@ -24,8 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "it a stratified tenth of train.csv is held out to choose on)")
     p.add_argument("--budget", required=True, type=duration, metavar="TIME",
                    help="wall-clock budget for the whole run: 20m, 1h30m, 90s (a bare number is minutes)")
-    p.add_argument("--model", nargs="+", default=list(DEFAULT_MODELS), metavar="M", dest="models",
-                   help="built-in names, model folders or .gguf files (default: %(default)s)")
+    p.add_argument("--model", nargs="+", metavar="M", dest="models",
+                   help=f"built-in names, model folders or .gguf files (default: {' '.join(DEFAULT_MODELS)}, and "
+                   "mpnet when its extra is installed; each is timed and runs only if it fits the budget)")
     p.add_argument("--strategies", nargs="+", default=["all"], metavar="LIST",
                    help="comma-separated strategies or 'all' (default: all but the few-shot setfit): "
                    + ", ".join(names()))
@@ -43,6 +44,9 @@ def run(args) -> int:
     from headswap.atomic import output_lock
     from headswap.bench.auto import auto
 
+    if args.models is None:
+        from headswap.bench.auto import default_models
+        args.models = list(default_models())
     check_arguments(args, "auto")
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
