@@ -191,6 +191,18 @@ def test_plan_runs_each_strategy_only_on_models_it_fits():
     assert all(r.epochs == (0 if r.regime == "zero-shot" else 2) for r in rows)
 
 
+def test_plan_skips_the_strategies_that_cannot_chunk_when_chunking():
+    kinds = {"enc": "encoder", "lm": "causal"}
+    rows, skipped = plan_bench(kinds, list(STRATEGIES), epochs=1, chunking=True)
+    from headswap.strategies import get
+    assert rows and all(get(r.strategy).chunkable for r in rows)
+    reasons = {(s["model"], s["strategy"]): s["reason"] for s in skipped}
+    assert "cannot chunk" in reasons[("enc", "cross-encoder")] and "cannot chunk" in reasons[("lm", "slm-logits")]
+    assert ("enc", "encoder-mlp") not in reasons
+    assert {(r.model, r.strategy) for r in plan_bench(kinds, list(STRATEGIES), epochs=1)[0]} > {
+        (r.model, r.strategy) for r in rows}
+
+
 def test_plan_zero_shot_switches():
     kinds = {"lm": "causal"}
     rows, _ = plan_bench(kinds, ["slm-logits", "slm-hidden-mlp"], epochs=1, zero_shot=False)

@@ -178,7 +178,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         raise ConfigError("no models given")
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
     planned, skipped = plan_bench({m: s.kind for m, s in specs.items()}, names, settings["epochs"],
-                                  full["regime"], zero_shot=False)
+                                  full["regime"], zero_shot=False, chunking=full.get("chunk_stride") is not None)
     train, validation, test, sizes = _data(data_dir, full["seed"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

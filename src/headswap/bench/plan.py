@@ -113,12 +113,15 @@ def strategy_fits(strategy: str, kind: str) -> str | None:
 
 
 def plan_bench(model_kinds: dict[str, str], strategies: Sequence[str], epochs: int = 1, regime: str = "auto",
-               zero_shot: bool = True) -> tuple[list[PlannedRow], list[dict]]:
-    """The rows to run, in order, and the (model, strategy) combinations skipped, each with a reason."""
+               zero_shot: bool = True, chunking: bool = False) -> tuple[list[PlannedRow], list[dict]]:
+    """The rows to run, in order, and the (model, strategy) combinations skipped, each with a reason. chunking:
+    chunk_stride is set, so the strategies that cannot split texts into windows are skipped, not failed."""
     rows, skipped = [], []
     for model, kind in model_kinds.items():
         for strategy in strategies:
             reason = strategy_fits(strategy, kind)
+            if not reason and chunking and not get(strategy).chunkable:
+                reason = f"{strategy} does not encode each text on its own, so it cannot chunk (chunk_stride)"
             if reason:
                 skipped.append({"model": model, "strategy": strategy, "reason": reason})
                 continue

@@ -106,7 +106,8 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
         raise ConfigError("no models given")
     models = list(dict.fromkeys(models))
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
-    planned, skipped = plan_bench({m: spec.kind for m, spec in specs.items()}, names, epochs, regime, zero_shot)
+    planned, skipped = plan_bench({m: spec.kind for m, spec in specs.items()}, names, epochs, regime, zero_shot,
+                                  chunking=full.get("chunk_stride") is not None)
     data = load_bench_data(data_dir, train_limit, test_limit, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
