@@ -291,16 +291,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {self.out_of_scope!r}) in "
                               f"the validation data, and it has none")
 
+    def _reject_rows(self, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
+        """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
+        class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
+        y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
+        is_oos = y == self.oos_index_ if self.oos_index_ is not None else np.zeros(len(y), dtype=bool)
+        is_oos[len(y) - outside:] = True
+        return y, is_oos
+
     def _tune_reject(self, logits, y, oos_texts) -> None:
         from headswap import reject
-        k = self.oos_index_
-        probs, y = self.target_.probabilities(logits, self.temperature_), np.asarray(y)
-        is_oos = y == k if k is not None else np.zeros(len(y), dtype=bool)
+        k, logits = self.oos_index_, np.asarray(logits)
         if oos_texts:
-            probs = np.concatenate([probs, self.target_.probabilities(self.decision_function(oos_texts),
-                                                                      self.temperature_)])
-            y = np.concatenate([y, np.full(len(oos_texts), -1)])
-            is_oos = np.concatenate([is_oos, np.ones(len(oos_texts), dtype=bool)])
+            logits = np.concatenate([logits, self.decision_function(oos_texts)])
+        probs = self.target_.probabilities(logits, self.temperature_)
+        y, is_oos = self._reject_rows(y, len(oos_texts or []))
         threshold, note = reject.tune(probs, y, is_oos, self.reject_metric, self.reject_target, k)
         self.reject_threshold_ = threshold or None
         if note:
@@ -385,12 +390,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         m.extra["calibration"] = cal
         if self.out_of_scope is not None:
             from headswap.reject import scores
-            k = self.oos_index_
-            y_all = np.concatenate([np.asarray(y_in), np.full(len(oos_texts), -1)])
-            is_oos = np.concatenate([y_all[: len(data)] == k if k is not None else np.zeros(len(data), dtype=bool),
-                                     np.ones(len(oos_texts), dtype=bool)])
+            y_all, is_oos = self._reject_rows(y_in, len(oos_texts))
             m.extra["out_of_scope"] = {"label": self.out_of_scope, **scores(
-                target.probabilities(all_logits, self.temperature_), y_all, is_oos, self.reject_threshold_, k)}
+                target.probabilities(all_logits, self.temperature_), y_all, is_oos, self.reject_threshold_,
+                self.oos_index_)}
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 
