@@ -1,12 +1,12 @@
-"""The static tier on emotion: MiniLM distilled by model2vec into static token vectors (strategy `static`,
-head-only and full), against TF-IDF + LinearSVC (the bench baseline), in one run.
+"""The static tier: MiniLM distilled by model2vec into static token vectors (strategy `static`, its first
+recipe and its defaults) against TF-IDF + LinearSVC (the bench baseline), in one run; emotion by default.
 
 Macro F1 on the whole emotion test set; prediction speed in texts/s on one core (torch.set_num_threads(1),
 RAYON_NUM_THREADS=1 for the Rust tokenizers), fed --chunk texts per call as `headswap predict` does, best of
 --rounds rounds, the rows taking turns within each round. Fit time includes loading MiniLM and, on the first
 run only, distilling it (cached under HEADSWAP_CACHE/static). The machine may be shared: compare the rows' ratios, taken in the same run, rather than absolute numbers.
 
-    .venv/bin/python benchmarks/static.py --out benchmarks/results/static.json
+    .venv/bin/python benchmarks/static.py --seeds 0 1 2 --out benchmarks/results/static.json
 """
 
 from __future__ import annotations
@@ -50,10 +50,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(SHARED / "emotion"))
     ap.add_argument("--model", default="minilm")
-    ap.add_argument("--rows", default="head-only,full", help="static regimes to run, comma-separated")
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--head-lr", type=float, default=3e-3)
-    ap.add_argument("--body-lr", type=float, default=1e-2, help="the table's learning rate in the full regime")
+    ap.add_argument("--rows", default="before,default",
+                    help="comma-separated: 'default' (the strategy's defaults: the table trains, attention pooling, "
+                         "linear head, the training texts' words added) and 'before' (the first recipe: frozen "
+                         "table, mean pooling, MLP head, the encoder's vocabulary)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the 'default' row")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--head-lr", type=float, default=None, help="default: the settings' default")
+    ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/static.json")
@@ -77,20 +81,30 @@ def main() -> int:
     predictors = [pipe.predict]
     print(json.dumps(rows[-1]), file=sys.stderr)
 
-    for regime in [r for r in args.rows.split(",") if r]:
-        torch.set_num_threads(1)
-        t0 = time.perf_counter()
-        clf = TextClassifier(strategy="static", model=args.model, regime=regime, epochs=args.epochs,
-                             head_lr=args.head_lr, body_lr=args.body_lr if regime == "full" else None,
-                             batch_size=32, progress=False, seed=0)
-        clf.fit(train.texts, train.labels, eval_texts=val.texts, eval_labels=val.labels)
-        fit_s = time.perf_counter() - t0
-        m = clf.evaluate(test.texts, test.labels)
-        rows.append({"row": f"static-{regime}", "model": args.model, "regime": regime, "epochs": args.epochs,
-                     "head_lr": args.head_lr, "body_lr": clf.resolved_params()["body_lr"],
-                     "macro_f1": m.f1("macro"), "accuracy": m.accuracy, "fit_seconds_incl_load_and_distill": fit_s})
-        predictors.append(clf.predict)
-        print(json.dumps(rows[-1]), file=sys.stderr)
+    recipes = {"before": dict(regime="head-only", pooling="mean", head="mlp", static_vocab_min_count=0),
+               "default": {}}
+    for name in [r for r in args.rows.split(",") if r]:
+        for seed in (args.seeds if name == "default" else [0]):
+            torch.set_num_threads(1)
+            t0 = time.perf_counter()
+            kw = dict(strategy="static", model=args.model, epochs=args.epochs, batch_size=args.batch_size,
+                      progress=False, seed=seed, **recipes[name])
+            if args.head_lr:
+                kw["head_lr"] = args.head_lr
+            clf = TextClassifier(**kw)
+            clf.fit(train.texts, train.labels, eval_texts=val.texts, eval_labels=val.labels)
+            fit_s = time.perf_counter() - t0
+            m = clf.evaluate(test.texts, test.labels)
+            p = clf.resolved_params()
+            rows.append({"row": f"static-{name}", "seed": seed, "model": args.model,
+                         **{k: p[k] for k in ("regime", "pooling", "head", "static_vocab_min_count", "epochs",
+                                              "batch_size", "head_lr", "body_lr")},
+                         "words_added": len(clf.static_vocabulary_), "table_rows":
+                             clf.module_.body.embeddings.num_embeddings,
+                         "macro_f1": m.f1("macro"), "accuracy": m.accuracy,
+                         "fit_seconds_incl_load_and_distill": fit_s})
+            predictors.append(clf.predict)
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
 
     # Speed rounds interleave the rows, so a load change on a shared machine hits every row alike.
     torch.set_num_threads(1)

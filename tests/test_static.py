@@ -45,18 +45,57 @@ def fitted(encoder):
 
 
 def test_learns_a_separable_toy_problem(fitted):
-    assert fitted.regime_ == "head-only"
+    # the defaults: the table trains (at its own body LR), attention pooling, a linear head
+    params = fitted.resolved_params()
+    assert (fitted.regime_, params["body_lr"], params["head"]) == ("full", 1e-2, "linear")
+    assert type(fitted.module_.pool).__name__ == "AttentionPool"
+    assert fitted.trainable_params_ == fitted.summary()["total_params"]
     assert list(fitted.predict(X[:6])) == Y[:6]
-    # only the head trains: the distilled table stays as model2vec made it
-    assert 0 < fitted.trainable_params_ < fitted.summary()["total_params"]
 
 
-def test_full_regime_trains_the_table(encoder):
-    clf = TextClassifier(strategy="static", model=encoder, regime="full", epochs=30, batch_size=8, head_lr=1e-2,
-                         body_lr=1e-2, progress=False, seed=0)
+def test_head_only_keeps_the_table_as_distilled(encoder):
+    clf = TextClassifier(strategy="static", model=encoder, regime="head-only", pooling="mean", head="mlp",
+                         epochs=30, batch_size=8, head_lr=1e-2, progress=False, seed=0)
     clf.fit(X, Y)
-    assert clf.trainable_params_ == clf.summary()["total_params"]
+    assert 0 < clf.trainable_params_ < clf.summary()["total_params"]
+    assert type(clf.module_.pool).__name__ == "NormalizedMean"
     assert list(clf.predict(X[:6])) == Y[:6]
+
+
+def test_training_words_are_split_as_the_encoders_tokenizer_splits_them():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from headswap.strategies.static import training_vocabulary
+    wp = Tokenizer(models.WordPiece({"[UNK]": 0, "the": 1, "!": 2, "x": 3, "##x": 4}, unk_token="[UNK]"))
+    wp.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = PreTrainedTokenizerFast(tokenizer_object=wp, unk_token="[UNK]")
+    texts = ["Zebra, zebra! The quantum", "ZEBRA quantum, the x!", "x"]
+    # lower-cased and split from punctuation as BERT's tokenizer does; most frequent first; seen once
+    # ("qua" never) or already one token ("the", "!", "x") left out
+    assert training_vocabulary(tok, texts, min_count=2) == ["zebra", ",", "quantum"]
+    assert training_vocabulary(tok, texts, min_count=3) == ["zebra"]
+    assert training_vocabulary(tok, texts, min_count=0) == []
+
+
+def test_training_words_join_the_vocabulary(fitted):
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(fitted.model)
+    added = fitted.static_vocabulary_
+    assert added and all(w not in tok.get_vocab() for w in added)
+    # each added word is one token of the distilled tokenizer, so one row of the table
+    static_tok = fitted.encoder_.static.tokenizer
+    assert all(len(static_tok.encode(w, add_special_tokens=False).ids) == 1 for w in added)
+    assert fitted.module_.body.embeddings.num_embeddings == len(static_tok.get_vocab())
+
+
+def test_without_added_words_the_encoders_vocabulary(encoder):
+    from transformers import AutoTokenizer
+    clf = TextClassifier(strategy="static", model=encoder, static_vocab_min_count=0, epochs=1, batch_size=8,
+                         progress=False).fit(X, Y)
+    assert clf.static_vocabulary_ == []
+    assert clf.module_.body.embeddings.num_embeddings <= len(AutoTokenizer.from_pretrained(encoder).get_vocab())
 
 
 def test_saves_and_reloads_exactly(fitted, tmp_path):
@@ -66,16 +105,21 @@ def test_saves_and_reloads_exactly(fitted, tmp_path):
     np.testing.assert_array_equal(again.predict_proba(texts), fitted.predict_proba(texts))
 
 
-def test_distils_once_per_base_model(encoder, cache, monkeypatch):
-    tables = list((cache / "static").iterdir())
-    assert len(tables) == 1 and (tables[0] / "model.safetensors").is_file()
+def test_distils_once_per_base_model_and_vocabulary(encoder, cache, monkeypatch, fitted):
+    tables = sorted((cache / "static").iterdir())
+    assert tables and all((t / "model.safetensors").is_file() for t in tables)
     import model2vec.distill
 
     def refuse(*a, **kw):
         raise AssertionError("distilled again although the table is cached")
     monkeypatch.setattr(model2vec.distill, "distill_from_model", refuse)
     TextClassifier(strategy="static", model=encoder, epochs=1, batch_size=8, progress=False).fit(X, Y)
-    assert list((cache / "static").iterdir()) == tables
+    assert sorted((cache / "static").iterdir()) == tables
+    monkeypatch.undo()
+    # other training words: another table, distilled once
+    TextClassifier(strategy="static", model=encoder, epochs=1, batch_size=8, progress=False).fit(
+        [x + " zebra" for x in X], Y)
+    assert len(set((cache / "static").iterdir()) - set(tables)) == 1
 
 
 def test_a_changed_model_gets_its_own_table(tmp_path, cache):
@@ -118,7 +162,8 @@ def test_through_the_cli(encoder, tmp_path, capsys):
     assert main(["train", "--data", str(data), "--strategy", "static", "--model", encoder, "--epochs", "30",
                  "--head-lr", "1e-2", "--batch-size", "8", "--out", str(out), "-q"]) == 0
     config = json.loads((out / "headswap_config.json").read_text())
-    assert config["params"]["strategy"] == "static" and config["regime"] == "head-only"
+    assert config["params"]["strategy"] == "static" and config["regime"] == "full"
+    assert config["static_vocabulary"] and config["params"]["static_vocab_min_count"] == 2
     capsys.readouterr()
     assert main(["predict", "--model-dir", str(out), "win cash now", "see you at noon"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -147,4 +192,4 @@ def test_in_bench(encoder, tmp_path):
                         batch_size=8, progress=False, estimate=False, log=lambda *_: None)
     rows = [r for r in results["rows"] if r["strategy"] == "static"]
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
-    assert rows[0]["regime"] == "head-only" and 0 <= rows[0]["macro_f1"] <= 1
+    assert rows[0]["regime"] == "full" and 0 <= rows[0]["macro_f1"] <= 1

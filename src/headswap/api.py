@@ -83,15 +83,19 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                               f"got {type(params['class_weight']).__name__}")
         self.target_.check(params)
         params["regime"] = self.regime_
-        params["body_lr"] = self.body_lr if self.body_lr is not None else settings.default_body_lr(self.regime_)
+        params["body_lr"] = self.body_lr if self.body_lr is not None else (
+            self.strategy_.full_body_lr if self.regime_ == "full" and self.strategy_.full_body_lr
+            else settings.default_body_lr(self.regime_))
+        params["head"] = self.strategy_.default_head if self.head == "auto" else self.head
         self.strategy_.check(params)
         from headswap.models import check_positions
         check_positions(self.model, self.max_length)
         return params
 
     # ---- building the module -----------------------------------------------------------------------
-    def _build(self, weights: dict | None = None) -> None:
-        """The strategy's module on the base model, for fitted_'s labels; `weights`: a saved model's."""
+    def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
+        """The strategy's module on the base model, for fitted_'s labels: for training on `texts`, or with a
+        saved model's `weights` and config (`restored`)."""
         from headswap.models import check_positions, load_model, resolve_model
 
         params, strategy = self.resolved_params(), self.strategy_
@@ -107,7 +111,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         finally:
             hf_logging.enable_progress_bar()
         b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
-                  zero_shot=self.epochs == 0)
+                  zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
         b.encoder = strategy.text_encoder(b)
         if b.encoder is not None:   # the prompt's tokens are known only now
             check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
@@ -156,7 +160,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._check_reject_data(val, val_oos)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
-        self._build()
+        self._build(texts=train.texts)
         self.build_seconds_ = time.perf_counter() - t0
         y_val = target.encode(val.labels, labels) if val is not None else None
         if self.epochs == 0:
@@ -453,7 +457,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             weights = model_dir.read_weights(path)
             torch.manual_seed(clf.seed)
             try:
-                clf._build(weights=weights)
+                clf._build(weights=weights, restored=config)
             except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
                 raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
             if which == "torch-int8":

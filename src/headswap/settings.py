@@ -56,8 +56,9 @@ class ModelSettings:
     regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
                           "lora for causal LMs)", choices=("auto",) + REGIMES)
     pooling: str = setting("auto", "how hidden states become one vector (auto: last token for causal LMs, "
-                           "mean for encoders)", choices=("auto",) + POOLINGS)
-    head: str = setting("mlp", "classifier head on the pooled vector", choices=HEADS)
+                           "mean for encoders, attention for static)", choices=("auto",) + POOLINGS)
+    head: str = setting("auto", "classifier head on the pooled vector (auto: mlp; linear for static, whose "
+                        "attention pooling already weighs the words)", choices=("auto",) + HEADS)
     last_n: int = setting(1, "blocks trained by the partial regime", minimum=1)
     lora_r: int = setting(16, "LoRA rank", minimum=1)
     lora_alpha: int = setting(32, "LoRA scaling numerator (scale = alpha / r)", above=0)
@@ -118,6 +119,9 @@ class TrainSettings:
                                  "validation data)", choices=REJECT_METRICS)
     reject_target: float = setting(0.95, "the value reject_metric must meet on the validation data", above=0,
                                    maximum=1)
+    static_vocab_min_count: int = setting(2, "static: words of the training texts seen at least this often, and "
+                                          "split by the encoder's tokenizer, join the distilled vocabulary, each "
+                                          "embedded whole (0: the encoder's vocabulary only)", minimum=0)
     pair_iterations: int = setting(20, "setfit: contrastive pairs drawn per training text and round (one of its "
                                    "class, one of another), as SetFit's num_iterations", minimum=1)
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")

@@ -33,6 +33,8 @@ class Build:
     prompt: Any = None            # headswap.text.prompts.Prompt, set by prompted strategies
     encoder: Any = None           # the TextEncoder, set from Strategy.text_encoder before build()
     saved: dict = field(default_factory=dict)   # extra entries for the saved config (e.g. answer token ids)
+    texts: list | None = None     # the training texts, when fitting (None when loading a saved model)
+    restored: dict = field(default_factory=dict)   # a saved model's config, when loading it: what `saved` held
 
     @property
     def hidden(self) -> int:
@@ -46,10 +48,11 @@ class Build:
     def regime(self) -> str:
         return self.params["regime"]
 
-    def pooling(self) -> str:
-        """The pooling setting, with 'auto' resolved: last token for causal LMs, mean for encoders."""
+    def pooling(self, default: str | None = None) -> str:
+        """The pooling setting, with 'auto' resolved: `default`, else last token for causal LMs, mean for
+        encoders."""
         p = self.params["pooling"]
-        return p if p != "auto" else ("last" if self.causal else "mean")
+        return p if p != "auto" else (default or ("last" if self.causal else "mean"))
 
     def base_model(self):
         """The transformer under a *ForCausalLM wrapper, or the model itself."""
@@ -100,6 +103,8 @@ class Strategy:
     has_head: bool = True           # has a separate head that the head-only regime can train alone
     lm_head: bool = False           # loads the causal LM with its LM head
     default_regime: str = "full"    # the regime that 'auto' resolves to
+    default_head: str = "mlp"       # the head that 'auto' resolves to
+    full_body_lr: float | None = None   # body learning rate of the full regime when none is set (None: settings')
     multi_label: bool = False       # can score each label on its own (sigmoid per label) for multi-label data
     few_shot: bool = False          # made for a few texts per class; bench runs it only when named
     exportable: bool = False        # `headswap export` can write it as an ONNX graph (encoder bodies)

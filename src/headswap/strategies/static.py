@@ -1,15 +1,19 @@
-"""static: the base encoder distilled by model2vec into one vector per token, mean-pooled, then a head.
+"""static: the base encoder distilled by model2vec into one vector per token, pooled, then a head.
 
 Distillation (model2vec.distill: each vocabulary token through the encoder, PCA, Zipf weighting) runs once
-per base model and is cached under HEADSWAP_CACHE/static; afterwards no transformer runs at all, so
-prediction is a tokenizer plus a table lookup. The distilled tokenizer is model2vec's (no special tokens),
-not the base model's.
+per base model and vocabulary and is cached under HEADSWAP_CACHE/static; afterwards no transformer runs at
+all, so prediction is a tokenizer plus a table lookup. The vocabulary is the encoder's own plus the training
+texts' frequent words that it splits into pieces (`static_vocab_min_count`), each embedded whole: a table row
+for "humiliated" rather than the mean of "hum", "##ili", "##ated". The distilled tokenizer is model2vec's (no
+special tokens), not the base model's. By default the table trains too (regime full) and a learned attention
+pool weighs the words: on emotion these took macro F1 from 0.81 (mean pooling, frozen table) to 0.85-0.86.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 import logging
 import os
 import shutil
@@ -53,29 +57,50 @@ def _fingerprint(model, params: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_dir(model, name: str) -> Path:
-    """The folder the distilled table of `model` lives in (it may not exist yet)."""
+def cache_dir(model, name: str, vocabulary: list[str] | None = None) -> Path:
+    """The folder the distilled table of `model` (with `vocabulary` added) lives in (it may not exist yet)."""
     from headswap.models import cache_root
-    dims = min(PCA_DIMS, model.config.hidden_size)
+    params = {"pca_dims": min(PCA_DIMS, model.config.hidden_size)}
+    if vocabulary:
+        params["vocabulary"] = hashlib.sha256("\n".join(vocabulary).encode()).hexdigest()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:] or "model"
-    return cache_root() / "static" / f"{safe}-{_fingerprint(model, {'pca_dims': dims})}"
+    return cache_root() / "static" / f"{safe}-{_fingerprint(model, params)}"
 
 
-def distilled(model, tokenizer, name: str):
-    """The model2vec StaticModel of `model`: read from the cache, or distilled once and written there."""
+def training_vocabulary(tokenizer, texts, min_count: int) -> list[str]:
+    """The words of `texts`, split as the encoder's tokenizer splits them (its normalizer, then its
+    pre-tokenizer), seen at least `min_count` times and not already one token; most frequent first."""
+    if not min_count or not texts:
+        return []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.pre_tokenizer is None:
+        return []     # a tokenizer without a word split (e.g. SentencePiece over raw text): nothing to add
+    counts = Counter()
+    for text in texts:
+        text = backend.normalizer.normalize_str(text) if backend.normalizer else text
+        counts.update(w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text))
+    known = tokenizer.get_vocab()
+    return sorted((w for w, c in counts.items() if c >= min_count and w not in known),
+                  key=lambda w: (-counts[w], w))
+
+
+def distilled(model, tokenizer, name: str, vocabulary: list[str] | None = None):
+    """The model2vec StaticModel of `model` with `vocabulary` added: read from the cache, or distilled once
+    and written there."""
     reason = _missing(distill=False)
     if reason:
         raise ConfigError(reason)
     from model2vec import StaticModel
-    target = cache_dir(model, name)
+    target = cache_dir(model, name, vocabulary)
     if not (target / "model.safetensors").is_file():
         reason = _missing(distill=True)
         if reason:
             raise ConfigError(reason)
         from model2vec.distill import distill_from_model
         log.info("distilling %s into static embeddings once (cached in %s)", name, target)
-        static = distill_from_model(model, tokenizer, pca_dims=min(PCA_DIMS, model.config.hidden_size),
-                                    device="cpu", quantize_to="float32")
+        static = distill_from_model(model, tokenizer, vocabulary=vocabulary or None,
+                                    pca_dims=min(PCA_DIMS, model.config.hidden_size), device="cpu",
+                                    quantize_to="float32")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             # Written next to the target, then renamed: a killed run never leaves a half-written table.
@@ -154,10 +179,13 @@ def _modules():
 
 class Static(Strategy):
     name = "static"
-    description = ("model2vec static embeddings distilled once from the encoder (cached), mean-pooled, MLP head; "
-                   "no transformer at inference")
+    description = ("model2vec static embeddings distilled once from the encoder (cached), with the training "
+                   "texts' words added; the table trains, attention pooling, linear head; no transformer at "
+                   "inference")
     encoder_only = True
-    default_regime = "head-only"
+    default_regime = "full"
+    default_head = "linear"
+    full_body_lr = 1e-2     # a lookup table, not a transformer: rows see few updates each (3e-3 to 3e-2 all did)
     chunkable = False     # its own model2vec encoder truncates
 
     def fits(self, kind: str) -> str | None:
@@ -172,17 +200,27 @@ class Static(Strategy):
                               f"head-only (the distilled table frozen) or full (the table trains too)")
         if params.get("instruction"):
             raise ConfigError("strategy 'static' takes no instruction: it embeds each token on its own")
+        if params.get("pooling") in ("cls", "last"):
+            raise ConfigError(f"strategy 'static' has no context in its token vectors, so pooling "
+                              f"{params['pooling']!r} would read one word; use mean, max or attention")
 
     def text_encoder(self, b: Build):
         parts = Path(str(getattr(b.hf_model, "name_or_path", "") or "encoder")).parts
-        b.static = distilled(b.hf_model, b.tokenizer, "-".join(parts[-2:]))
+        # Training builds the vocabulary from its texts; loading rebuilds the table the saved model was built on.
+        vocabulary = b.restored.get("static_vocabulary") if b.texts is None else training_vocabulary(
+            b.tokenizer, b.texts, b.params["static_vocab_min_count"])
+        b.saved["static_vocabulary"] = vocabulary or []
+        b.static = distilled(b.hf_model, b.tokenizer, "-".join(parts[-2:]), vocabulary)
         return _text_encoder_class()(b.static, b.params["max_length"])
 
     def build(self, b: Build):
         from headswap.nn.classifier import Classifier
         from headswap.nn.heads import make_head
+        from headswap.nn.pooling import make_pool
         StaticBody, NormalizedMean = _modules()
         body = StaticBody(b.static.embedding)
         dim = body.embeddings.embedding_dim
         k = len(b.labels)
-        return Classifier(body, dim, k, pooling=NormalizedMean(), head=make_head(b.params["head"], dim, k))
+        # attention learns which words carry the class; mean is model2vec's own encoding.
+        pooling = NormalizedMean() if b.pooling("attention") == "mean" else make_pool(b.pooling("attention"), dim)
+        return Classifier(body, dim, k, pooling=pooling, head=make_head(b.params["head"], dim, k))
