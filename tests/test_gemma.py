@@ -99,6 +99,31 @@ def test_parts_join_once_into_the_cache_then_convert_like_any_gguf(fake, monkeyp
     assert loads == [joined]
 
 
+def test_the_saved_config_carries_the_license_notice(fake):
+    ref = models.model_reference_for_config(resolve_model("fakegemma"))
+    assert ref == {"ref": "fakegemma", "kind": "causal", "builtin": True, "notice": "Fake is provided under terms"}
+    assert "notice" not in models.model_reference_for_config(resolve_model("smollm2-135m"))
+
+
+def test_a_saved_classifier_on_a_noticed_base_gets_a_notice_file_and_a_card_line(tmp_path):
+    from headswap import model_dir
+
+    config = {"params": {"strategy": "slm-logits", "model": "gemma3-270m", "epochs": 1}, "regime": "lora",
+              "labels": ["ham", "spam"],
+              "base_model": {"ref": "gemma3-270m", "kind": "causal", "builtin": True,
+                             "notice": models.GEMMA_NOTICE}}
+    summary = {"trainable_params": 1, "total_params": 2}
+    out = model_dir.write(tmp_path / "m", config, torch.nn.Linear(1, 1), summary)
+    notice = (out / "NOTICE").read_text()
+    assert "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms" in notice
+    assert models.GEMMA_NOTICE in (out / "README.md").read_text()
+    # Saving another model into the same folder removes it (NOTICE is headswap's, not a user's file).
+    assert "NOTICE" in model_dir.OWNED
+    plain = model_dir.write(tmp_path / "p", {**config, "base_model": {"ref": "minilm", "builtin": True}},
+                            torch.nn.Linear(1, 1), summary)
+    assert not (plain / "NOTICE").exists() and "license" not in (plain / "README.md").read_text()
+
+
 @pytest.mark.parametrize("n", [1, 4])
 def test_a_missing_part_package_names_it_and_the_install_command(fake, n):
     whole, files, builtin, split, _ = fake

@@ -576,7 +576,8 @@ def model_reference_for_config(spec: ModelSpec | str) -> dict:
     """A JSON-able description of the base model, to store in a saved classifier's config.
 
     ``resolve_model(d["ref"], kind=d["kind"])`` finds the base again.  For local models the ref is
-    stored as an absolute path so it still resolves when run from another working directory.
+    stored as an absolute path so it still resolves when run from another working directory.  A built-in whose
+    license asks for a notice (Gemma's) adds it as "notice": the saved model's NOTICE file and card repeat it.
     """
     spec = _as_spec(spec)
     if spec.builtin:
@@ -585,7 +586,8 @@ def model_reference_for_config(spec: ModelSpec | str) -> dict:
         ref = str(Path(spec.path) / spec.gguf_file)
     else:
         ref = spec.path
-    return {"ref": ref, "kind": spec.kind, "builtin": spec.builtin}
+    line = notice(spec.ref) if spec.builtin else None
+    return {"ref": ref, "kind": spec.kind, "builtin": spec.builtin, **({"notice": line} if line else {})}
 
 
 # --------------------------------------------------------------------------------------------------
