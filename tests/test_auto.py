@@ -234,6 +234,22 @@ def test_lr_search_climbs_the_grid_while_validation_improves(world, tmp_path, mo
     assert all("plan" not in c for c in json.loads((tmp_path / "out" / "results.json").read_text())["auto"]["candidates"])
 
 
+def test_lr_search_moves_only_for_a_clear_gain(world, tmp_path, monkeypatch):
+    from headswap.bench.auto import LR_MARGIN
+    _, enc, _, data = world
+    gain = {3e-5: 0.0, 1e-4: 0.03, 3e-4: 0.03 + LR_MARGIN / 2, 1e-5: 0.01}   # 3e-4: better, but within the margin
+
+    def score(clf, validation):
+        return 1.5 + gain[clf.body_lr if clf.body_lr is not None else 3e-5]
+
+    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", score)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                   log=lambda *_: None)
+    cands = results["auto"]["candidates"]
+    assert [c["tuned"]["body_lr"] for c in cands if c.get("tuned")] == [1e-4, 3e-4]   # and not on to 1e-3
+    assert results["auto"]["winner"]["tuned"] == {"body_lr": 1e-4}
+
+
 def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
     _, enc, _, data = world
     logs = []

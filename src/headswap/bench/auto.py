@@ -11,7 +11,8 @@
    left of the budget. Each trains on train (best epoch on validation) and is scored on validation.
 4. With budget left, the best trained candidate is trained again at other learning rates (its body's, or its
    head's for head-only): the neighbours of its rate on a half-decade grid (1e-5, 3e-5, 1e-4, ...), then
-   further in the direction that helped, while it helps and the candidate's measured time fits what is left.
+   further in the direction that helped, while it helps (by more than LR_MARGIN of validation macro F1) and the
+   candidate's measured time fits what is left.
    Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
@@ -39,6 +40,11 @@ DEFAULT_MODELS = ("minilm", "smollm2-135m")
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
 LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 LR_TRIES = 4          # most learning rates tried beyond the candidate's own
+# A retrained rate must beat the best validation macro F1 so far by more than this to win or to lead the search
+# on: macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On
+# emotion, 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse
+# on test: without a margin the search drifted to it; BENCHMARKS.md "auto's learning-rate search".)
+LR_MARGIN = 0.005
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -265,7 +271,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         top = max(trained, key=lambda c: c["validation_macro_f1"])
         for clf, entry in _lr_search(top, settings, train, validation, left, log):
             candidates.append(entry)
-            if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
+            if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"] + LR_MARGIN:
                 best, best_entry = clf, entry
             clf = None
             gc.collect()
@@ -349,8 +355,8 @@ def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
 
 def _lr_search(top: dict, settings: dict, train, validation, left, log):
     """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
-    down the grid, then on in the direction that beat `top`, while it keeps improving and `top`'s measured time
-    fits what is left of the budget. A rate the user set is not searched."""
+    down the grid, then on in the direction that beat `top`, while it keeps improving by more than LR_MARGIN and
+    `top`'s measured time fits what is left of the budget. A rate the user set is not searched."""
     from headswap.bench.report import _fmt_duration
     from headswap.settings import default_body_lr, defaults
 
@@ -380,7 +386,7 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
         tries += 1
         clf = _train(p, {**settings, name: rate}, entry, train, validation, log)
         yield clf, entry
-        if clf is not None and entry["validation_macro_f1"] > best_f1:
+        if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
             best_f1 = entry["validation_macro_f1"]
             queue = [(r, d) for r, d in queue if d == direction]       # the other way did not help, or is next
             step = lr_neighbours(rate)[0 if direction > 0 else 1]
