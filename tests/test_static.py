@@ -85,8 +85,9 @@ def test_training_words_join_the_vocabulary(fitted):
     added = fitted.static_vocabulary_
     assert added and all(w not in tok.get_vocab() for w in added)
     # each added word is one token of the distilled tokenizer, so one row of the table
-    static_tok = fitted.encoder_.static.tokenizer
-    assert all(len(static_tok.encode(w, add_special_tokens=False).ids) == 1 for w in added)
+    static_tok = fitted.tokenizer_     # model2vec's tokenizer, the one the texts go through (and export saves)
+    assert static_tok is fitted.encoder_.tokenizer
+    assert all(len(static_tok(w, add_special_tokens=False)["input_ids"]) == 1 for w in added)
     assert fitted.module_.body.embeddings.num_embeddings == len(static_tok.get_vocab())
 
 
@@ -193,3 +194,4 @@ def test_in_bench(encoder, tmp_path):
     rows = [r for r in results["rows"] if r["strategy"] == "static"]
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
     assert rows[0]["regime"] == "full" and 0 <= rows[0]["macro_f1"] <= 1
+
