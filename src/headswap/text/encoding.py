@@ -201,7 +201,8 @@ class TextEncoder:
             if flat[0]["token_type_ids"] is not None:
                 batch["token_type_ids"], _ = pad([p["token_type_ids"] for p in flat], 0)
         else:
-            ids, mask = pad([item["input_ids"] for item in items], self.pad_id)
+            # at least one position: a batch of texts with no tokens (static: only unknown words) is all padding
+            ids, mask = pad([item["input_ids"] for item in items], self.pad_id, min_width=1)
             batch = {"input_ids": ids, "attention_mask": mask}
         if "label" in items[0]:
             batch["labels"] = label_tensor([item["label"] for item in items])
