@@ -195,3 +195,15 @@ def test_in_bench(encoder, tmp_path):
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
     assert rows[0]["regime"] == "full" and 0 <= rows[0]["macro_f1"] <= 1
 
+
+def test_long_texts_split_into_windows(encoder, tmp_path):
+    clf = TextClassifier(strategy="static", model=encoder, max_length=6, chunk_stride=3, epochs=1, batch_size=8,
+                         progress=False, seed=0).fit(X, Y)
+    long = " ".join(X[:6])
+    body = clf.tokenizer_(long, add_special_tokens=False)["input_ids"]
+    assert len(body) > 6
+    items = clf.encoder_.encode([long, "ok"])
+    windows = [it["input_ids"] for it in items if it["text"] == 0]
+    # no special tokens around a window: slices of the text's table rows, 3 apart
+    assert clf.encoder_.split == 1 and windows == [body[at:at + 6] for at in range(0, len(body) - 6 + 3, 3)]
+    assert clf.predict_proba([long, "ok"]).shape == (2, 2)

@@ -168,7 +168,7 @@ class Static(Strategy):
     default_regime = "full"
     default_head = "linear"
     full_body_lr = 1e-2     # a lookup table, not a transformer: rows see few updates each (3e-3 to 3e-2 all did)
-    chunkable = False     # its own model2vec encoder truncates
+    chunkable = True      # a plain TextEncoder (no special tokens): over-long texts split into windows of table rows
 
     def fits(self, kind: str) -> str | None:
         if kind != "encoder":
