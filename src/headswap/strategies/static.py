@@ -5,9 +5,10 @@ per base model and vocabulary and is cached under HEADSWAP_CACHE/static; afterwa
 all, so prediction is a tokenizer plus a table lookup. The vocabulary is the encoder's own plus the training
 texts' frequent words that it splits into pieces (`static_vocab_min_count`), each embedded whole: a table row
 for "humiliated" rather than the mean of "hum", "##ili", "##ated". The distilled tokenizer is model2vec's (no
-special tokens), not the base model's: it is the classifier's tokenizer_, which `headswap export` saves beside
-the ONNX graph (table lookup, pooling and head). By default the table trains too (regime full) and a learned attention
-pool weighs the words: on emotion these took macro F1 from 0.81 (mean pooling, frozen table) to 0.85-0.86.
+special tokens), not the base model's: it is the classifier's tokenizer_, which `headswap export` saves
+beside the ONNX graph (table lookup, pooling and head). By default the table trains too (regime full) and a
+learned attention pool weighs the words: on emotion these took macro F1 from 0.81 (mean pooling, frozen
+table) to 0.85-0.86.
 """
 
 from __future__ import annotations
@@ -169,8 +170,8 @@ class Static(Strategy):
     default_regime = "full"
     default_head = "linear"
     full_body_lr = 1e-2     # a lookup table, not a transformer: rows see few updates each (3e-3 to 3e-2 all did)
-    exportable = True     # token ids -> table rows -> pool -> head: one small graph (the table int8 with --quantize)
-    chunkable = True      # a plain TextEncoder (no special tokens): over-long texts split into windows of table rows
+    exportable = True     # token ids -> table rows -> pool -> head: one small graph
+    chunkable = True      # a plain TextEncoder (no special tokens): windows are slices of table rows
 
     def fits(self, kind: str) -> str | None:
         if kind != "encoder":

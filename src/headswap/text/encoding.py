@@ -55,8 +55,8 @@ class TextEncoder:
     include_prefix: bool = True          # prompt mode: False when the body runs the prefix itself (KV cache)
     pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
     chunk_stride: int | None = None      # plain mode: over-long texts become windows this many text tokens apart
-    special_tokens: bool = True          # plain mode: the tokenizer's special tokens ([CLS] ... [SEP]) around the text
-    drop_unk: bool = False               # plain mode: leave the unknown token out (a word without a row adds nothing)
+    special_tokens: bool = True          # plain mode: the tokenizer's special tokens ([CLS] ... [SEP]) added
+    drop_unk: bool = False               # plain mode: the unknown token left out (model2vec's static tier)
     truncated: int = field(default=0, init=False)
     split: int = field(default=0, init=False)        # texts the last encode() cut into more than one window
     quiet: bool = field(default=False, init=False)   # report_truncation returns the note without logging it
