@@ -159,7 +159,6 @@ def test_multi_label_chunking_gives_one_row_per_text(world):
     ({"chunk_stride": 0}, "chunk_stride"),
     ({"chunk_stride": 20}, "below max_length 20"),
     ({"chunk_stride": 8, "strategy": "cross-encoder"}, "'cross-encoder'"),
-    ({"chunk_stride": 8, "strategy": "static"}, "'static'"),
 ])
 def test_bad_chunk_settings_are_a_config_error(world, settings, words):
     with pytest.raises(ConfigError, match=words):

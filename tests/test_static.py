@@ -85,8 +85,9 @@ def test_training_words_join_the_vocabulary(fitted):
     added = fitted.static_vocabulary_
     assert added and all(w not in tok.get_vocab() for w in added)
     # each added word is one token of the distilled tokenizer, so one row of the table
-    static_tok = fitted.encoder_.static.tokenizer
-    assert all(len(static_tok.encode(w, add_special_tokens=False).ids) == 1 for w in added)
+    static_tok = fitted.tokenizer_     # model2vec's tokenizer, the one the texts go through (and export saves)
+    assert static_tok is fitted.encoder_.tokenizer
+    assert all(len(static_tok(w, add_special_tokens=False)["input_ids"]) == 1 for w in added)
     assert fitted.module_.body.embeddings.num_embeddings == len(static_tok.get_vocab())
 
 
@@ -193,3 +194,106 @@ def test_in_bench(encoder, tmp_path):
     rows = [r for r in results["rows"] if r["strategy"] == "static"]
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
     assert rows[0]["regime"] == "full" and 0 <= rows[0]["macro_f1"] <= 1
+
+
+# ---- ONNX export: the token table, the pooling and the head as one graph; model2vec's tokenizer beside it ----
+
+NEW = ["win cash now", "see you at noon", "a text with words it never saw: zebra quantum", "?!",
+       "[UNK]", "ok " * 200]     # only the unknown token (no row to pool), and one truncated at max_length
+
+
+@pytest.fixture(scope="module")
+def exported(fitted, tmp_path_factory):
+    pytest.importorskip("onnxruntime")
+    from headswap.export import export
+    root = tmp_path_factory.mktemp("static-onnx")
+    src = fitted.save(root / "torch")
+    entries = {q: export(src, root / q, quantize=q) for q in ("none", "int8")}
+    return {"root": root, "torch": src, "entries": entries}
+
+
+def test_exported_static_model_predicts_like_torch(fitted, exported):
+    onnx = TextClassifier.load(exported["root"] / "none")
+    assert onnx.runtime_ == "onnx"
+    entry = exported["entries"]["none"]
+    assert entry["inputs"] == ["input_ids", "attention_mask"] and entry["check"]["max_abs_logit_diff"] < 1e-4
+    # model2vec's tokenizer travels with the graph: no special tokens, the unknown token left out
+    assert entry["encoder"]["special_tokens"] is False and entry["encoder"]["drop_unk"] is True
+    assert [it["input_ids"] for it in onnx.encoder_.encode(NEW)] == [
+        it["input_ids"] for it in fitted.encoder_.encode(NEW)]
+    assert onnx.encoder_.encode(["[UNK]"])[0]["input_ids"] == []
+    np.testing.assert_allclose(onnx.decision_function(NEW), fitted.decision_function(NEW), atol=1e-4, rtol=0)
+    p = onnx.predict_proba(NEW)
+    assert np.isfinite(p).all() and np.abs(p - fitted.predict_proba(NEW)).max() < 1e-4
+    assert list(onnx.predict(NEW)) == list(fitted.predict(NEW))
+    # the exported directory still holds the torch model
+    again = TextClassifier.load(exported["root"] / "none", runtime="torch")
+    np.testing.assert_array_equal(again.predict_proba(NEW), fitted.predict_proba(NEW))
+
+
+def test_int8_static_export_quantizes_and_runs(fitted, exported):
+    import onnx
+    ops = {n.op_type for n in onnx.load(str(exported["root"] / "int8" / "model.onnx")).graph.node}
+    assert ops & {"MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "DequantizeLinear"}, ops
+    assert exported["entries"]["int8"]["quantize"] == "int8"
+    clf = TextClassifier.load(exported["root"] / "int8")
+    p = clf.predict_proba(NEW)
+    assert p.shape == (len(NEW), 2) and np.allclose(p.sum(1), 1, atol=1e-5)
+    assert list(clf.predict(X[:6])) == Y[:6]
+
+
+def test_exported_static_model_through_the_cli(exported, fitted, capsys):
+    assert main(["predict", "--model-dir", str(exported["root"] / "none"), *NEW[:3]]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["label"] for line in lines] == list(fitted.predict(NEW[:3]))
+
+
+def test_serve_runs_an_exported_static_model(exported, fitted):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from headswap.serve.app import create_app
+    app = create_app(str(exported["root"] / "none"))
+    assert app.state.classifier.runtime_ == "onnx"
+    with TestClient(app) as c:
+        r = c.post("/predict", json={"texts": NEW[:3]})
+    assert r.status_code == 200, r.text
+    assert [p["label"] for p in r.json()["predictions"]] == list(fitted.predict(NEW[:3]))
+
+
+def test_a_tampered_static_export_is_one_clear_error(exported, tmp_path, capsys):
+    import shutil
+    d = tmp_path / "tampered"
+    shutil.copytree(exported["root"] / "none", d)
+    (d / "tokenizer" / "tokenizer.json").write_text("{not json")
+    assert main(["predict", "--model-dir", str(d), "win cash now"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exported tokenizer cannot be read" in err[0] and "Traceback" not in err[0], err
+    shutil.copy(exported["root"] / "int8" / "model.onnx", d / "model.onnx")    # another graph, same inputs
+    assert main(["predict", "--model-dir", str(d), "win cash now"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.onnx does not match" in err[0] and "sha256" in err[0], err
+
+
+@pytest.mark.parametrize("pooling", ["attention", "max", "mean"])
+def test_a_text_of_only_unknown_words_scores(encoder, pooling):
+    # the unknown token is left out, so such a text has no tokens: zeros are pooled, not NaN (a softmax over
+    # nothing) nor -inf (a max over nothing), alone in its batch or beside others
+    clf = TextClassifier(strategy="static", model=encoder, pooling=pooling, epochs=1, batch_size=8,
+                         progress=False, seed=0).fit(X, Y)
+    assert clf.encoder_.encode(["[UNK]"])[0]["input_ids"] == []
+    for texts in (["[UNK]"], ["[UNK]", "win cash now"]):
+        assert np.isfinite(clf.predict_proba(texts)).all()
+
+
+def test_long_texts_split_into_windows(encoder, tmp_path):
+    clf = TextClassifier(strategy="static", model=encoder, max_length=6, chunk_stride=3, epochs=1, batch_size=8,
+                         progress=False, seed=0).fit(X, Y)
+    long = " ".join(X[:6])
+    body = clf.tokenizer_(long, add_special_tokens=False)["input_ids"]
+    assert len(body) > 6
+    items = clf.encoder_.encode([long, "ok"])
+    windows = [it["input_ids"] for it in items if it["text"] == 0]
+    # no special tokens around a window: slices of the text's table rows, 3 apart
+    assert clf.encoder_.split == 1 and windows == [body[at:at + 6] for at in range(0, len(body) - 6 + 3, 3)]
+    assert clf.predict_proba([long, "ok"]).shape == (2, 2)

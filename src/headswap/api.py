@@ -124,7 +124,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             strategy.freeze(module, params["regime"])
         if weights is not None:
             model_dir.load_weights(module, weights)
-        self.model_spec_, self.tokenizer_, self.encoder_, self.prompt_ = spec, tokenizer, b.encoder, b.prompt
+        # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
+        own = getattr(b.encoder, "tokenizer", None)
+        self.tokenizer_ = tokenizer if own is None else own
+        self.model_spec_, self.encoder_, self.prompt_ = spec, b.encoder, b.prompt
         self.saved_, self.module_ = b.saved, module
         self.runtime_, self.param_counts_ = "torch", None
         for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time

@@ -35,7 +35,9 @@ class MeanPool(nn.Module):
 
 class MaxPool(nn.Module):
     def forward(self, hidden, mask):
-        return hidden.masked_fill(~mask.bool().unsqueeze(-1), float("-inf")).max(dim=1).values
+        m = mask.bool()
+        top = hidden.masked_fill(~m.unsqueeze(-1), float("-inf")).max(dim=1).values
+        return top.masked_fill(~m.any(dim=1, keepdim=True), 0.0)    # a text with no tokens: zeros, not -inf
 
 
 class ClsPool(nn.Module):
@@ -62,7 +64,10 @@ class AttentionPool(nn.Module):
 
     def forward(self, hidden, mask):
         scores = (hidden @ self.query.to(hidden.dtype)) * self.scale
-        weights = scores.masked_fill(~mask.bool(), float("-inf")).softmax(dim=1)
+        m = mask.bool()
+        # masked again after the softmax: a text with no tokens (static: only unknown words) pools to zeros
+        # rather than the NaN of a softmax over nothing; every other row is unchanged (its pad weights are 0).
+        weights = scores.masked_fill(~m, float("-inf")).softmax(dim=1).masked_fill(~m, 0.0)
         return (weights.unsqueeze(-1) * hidden).sum(1)
 
 

@@ -5,8 +5,10 @@ per base model and vocabulary and is cached under HEADSWAP_CACHE/static; afterwa
 all, so prediction is a tokenizer plus a table lookup. The vocabulary is the encoder's own plus the training
 texts' frequent words that it splits into pieces (`static_vocab_min_count`), each embedded whole: a table row
 for "humiliated" rather than the mean of "hum", "##ili", "##ated". The distilled tokenizer is model2vec's (no
-special tokens), not the base model's. By default the table trains too (regime full) and a learned attention
-pool weighs the words: on emotion these took macro F1 from 0.81 (mean pooling, frozen table) to 0.85-0.86.
+special tokens), not the base model's: it is the classifier's tokenizer_, which `headswap export` saves
+beside the ONNX graph (table lookup, pooling and head). By default the table trains too (regime full) and a
+learned attention pool weighs the words: on emotion these took macro F1 from 0.81 (mean pooling, frozen
+table) to 0.85-0.86.
 """
 
 from __future__ import annotations
@@ -121,34 +123,16 @@ def distilled(model, tokenizer, name: str, vocabulary: list[str] | None = None):
     return StaticModel.from_pretrained(str(target), normalize=True)
 
 
-def _text_encoder_class():
-    from headswap.text.encoding import TextEncoder
-
-    class StaticTextEncoder(TextEncoder):
-        """Batches of model2vec token ids: the whole list tokenized in one call (the Rust tokenizer)."""
-
-        def __init__(self, static, max_length: int):
-            self.static = static
-            super().__init__(tokenizer=None, mode="plain", max_length=max_length)
-
-        def __post_init__(self):
-            self.pad_id = 0     # masked out by the pooling; any valid row would do
-
-        def encode(self, texts, labels=None):
-            from headswap.text.encoding import label_value
-            self.truncated = 0
-            items = []
-            for i, ids in enumerate(self.static.tokenize(list(texts))):
-                if len(ids) > self.max_length:
-                    self.truncated += 1
-                    ids = ids[: self.max_length]
-                item = {"input_ids": ids}
-                if labels is not None:
-                    item["label"] = label_value(labels[i])
-                items.append(item)
-            return items
-
-    return StaticTextEncoder
+def text_tokenizer(static):
+    """model2vec's own tokenizer (no special tokens; the training texts' words whole) as a transformers
+    tokenizer: the one a TextEncoder runs, `headswap export` saves and an exported directory loads. Its pad
+    token pads (masked out by the pooling) and its unknown token is left out of every text, as
+    StaticModel.tokenize leaves it out."""
+    from transformers import PreTrainedTokenizerFast
+    backend = static.tokenizer
+    pad = (backend.padding or {}).get("pad_token")
+    unk = None if static.unk_token_id is None else backend.id_to_token(static.unk_token_id)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=pad, unk_token=unk)
 
 
 def _modules():
@@ -186,7 +170,8 @@ class Static(Strategy):
     default_regime = "full"
     default_head = "linear"
     full_body_lr = 1e-2     # a lookup table, not a transformer: rows see few updates each (3e-3 to 3e-2 all did)
-    chunkable = False     # its own model2vec encoder truncates
+    exportable = True     # token ids -> table rows -> pool -> head: one small graph
+    chunkable = True      # a plain TextEncoder (no special tokens): windows are slices of table rows
 
     def fits(self, kind: str) -> str | None:
         if kind != "encoder":
@@ -211,7 +196,10 @@ class Static(Strategy):
             b.tokenizer, b.texts, b.params["static_vocab_min_count"])
         b.saved["static_vocabulary"] = vocabulary or []
         b.static = distilled(b.hf_model, b.tokenizer, "-".join(parts[-2:]), vocabulary)
-        return _text_encoder_class()(b.static, b.params["max_length"])
+        from headswap.text.encoding import TextEncoder
+        # The whole list tokenized in one call of the Rust tokenizer (TextEncoder's path without special tokens).
+        return TextEncoder(text_tokenizer(b.static), "plain", b.params["max_length"], special_tokens=False,
+                           drop_unk=True, chunk_stride=b.params.get("chunk_stride"))
 
     def build(self, b: Build):
         from headswap.nn.classifier import Classifier

@@ -55,6 +55,8 @@ class TextEncoder:
     include_prefix: bool = True          # prompt mode: False when the body runs the prefix itself (KV cache)
     pair_token_types: bool | None = None # pair mode: ask for token_type_ids (None: tokenizer default)
     chunk_stride: int | None = None      # plain mode: over-long texts become windows this many text tokens apart
+    special_tokens: bool = True          # plain mode: the tokenizer's special tokens ([CLS] ... [SEP]) added
+    drop_unk: bool = False               # plain mode: the unknown token left out (model2vec's static tier)
     truncated: int = field(default=0, init=False)
     split: int = field(default=0, init=False)        # texts the last encode() cut into more than one window
     quiet: bool = field(default=False, init=False)   # report_truncation returns the note without logging it
@@ -72,7 +74,7 @@ class TextEncoder:
         the prefix before it, the closing special tokens (and EOS) after it; and how many text tokens fit."""
         if self.mode != "plain":
             raise ConfigError(f"chunk_stride splits texts encoded on their own; a {self.mode} encoder truncates")
-        probe = self.tokenizer("a", return_special_tokens_mask=True)
+        probe = self.tokenizer("a", add_special_tokens=self.special_tokens, return_special_tokens_mask=True)
         ids, special = probe["input_ids"], probe["special_tokens_mask"]
         lead = next((i for i, m in enumerate(special) if not m), len(ids))
         trail = next((i for i, m in enumerate(reversed(special)) if not m), 0)
@@ -96,31 +98,59 @@ class TextEncoder:
             return len(self.prefix_ids) + self.max_length + len(self.suffix_ids)
         return self.max_length
 
-    def _whole(self, text: str) -> list[int]:
-        """The text (after the prefix) with the tokenizer's special tokens, and EOS for causal bodies."""
-        ids = self.tokenizer(self.prefix + text)["input_ids"]
+    def _wholes(self, texts: list[str]) -> list[list[int]]:
+        """Each text (after the prefix) with the tokenizer's special tokens (when special_tokens), without the
+        unknown token (when drop_unk), and EOS for causal bodies."""
+        texts = [self.prefix + t for t in texts] if self.prefix else texts
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if not self.special_tokens and backend is not None:
+            # The static tier's path (thousands of texts a second): the whole list in one call of the Rust
+            # tokenizer, without the offsets and masks the transformers wrapper builds. With no special tokens to
+            # place its ids are the wrapper's, once the wrapper's own truncation and padding are off (as its
+            # calls without truncation or padding turn them off).
+            if backend.truncation is not None:
+                backend.no_truncation()
+            if backend.padding is not None:
+                backend.no_padding()
+            rows = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        else:
+            rows = [self.tokenizer(t, add_special_tokens=self.special_tokens)["input_ids"] for t in texts]
+        unk = self.tokenizer.unk_token_id if self.drop_unk else None
+        if unk is not None:
+            rows = [[i for i in ids if i != unk] for ids in rows]
         if self.append_eos and self.tokenizer.eos_token_id is not None:
-            ids = ids + [self.tokenizer.eos_token_id]
-        return ids
+            rows = [ids + [self.tokenizer.eos_token_id] for ids in rows]
+        return rows
 
-    def _plain(self, text: str) -> list[int]:
-        ids = self._whole(text)
-        if len(ids) > self.max_length:
-            self.truncated += 1
-            ids = ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token (SEP / EOS)
-        return ids
+    def _whole(self, text: str) -> list[int]:
+        return self._wholes([text])[0]
 
-    def _windows(self, text: str) -> list[list[int]]:
+    def _truncate(self, ids: list[int]) -> list[int]:
+        if len(ids) <= self.max_length:
+            return ids
+        self.truncated += 1
+        if self.special_tokens or self.append_eos:
+            return ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token (SEP / EOS)
+        return ids[: self.max_length]
+
+    def _windows(self, text: str, ids: list[int] | None = None) -> list[list[int]]:
         """The text as one sequence when it fits max_length (exactly as without chunking), else as windows of
         max_length tokens, each with the special tokens (and prefix) around its slice of the text; slices
-        start chunk_stride tokens apart, so consecutive ones share window_text - chunk_stride tokens."""
-        ids = self._whole(text)
+        start chunk_stride tokens apart, so consecutive ones share window_text - chunk_stride tokens.
+        `ids`: the text's _whole, when already tokenized."""
+        ids = self._whole(text) if ids is None else ids
         if len(ids) <= self.max_length:
             return [ids]
-        body, size = encode_plain(self.tokenizer, text), self.window_text
+        body, size = self._body(text), self.window_text
         self.split += 1
         return [self.window_head + body[at:at + size] + self.window_tail
                 for at in range(0, max(len(body) - size, 0) + self.chunk_stride, self.chunk_stride)]
+
+    def _body(self, text: str) -> list[int]:
+        """The text's own tokens: no prefix, no special tokens (without the unknown token with drop_unk)."""
+        ids = encode_plain(self.tokenizer, text)
+        unk = self.tokenizer.unk_token_id if self.drop_unk else None
+        return ids if unk is None else [i for i in ids if i != unk]
 
     def _prompted(self, text: str) -> list[int]:
         ids = encode_plain(self.tokenizer, text)
@@ -146,9 +176,14 @@ class TextEncoder:
         if self.chunk_stride is not None:
             self.truncated = self.split = 0
             return [{"input_ids": ids, "text": i, **({"label": label_value(labels[i])} if labels is not None else {})}
-                    for i, text in enumerate(texts) for ids in self._windows(text)]
-        fn = {"plain": self._plain, "prompt": self._prompted, "pair": self._pairs}[self.mode]
+                    for i, (text, whole) in enumerate(zip(texts, self._wholes(list(texts))))
+                    for ids in self._windows(text, whole)]
         self.truncated = 0
+        if self.mode == "plain":
+            rows = [self._truncate(ids) for ids in self._wholes(list(texts))]
+            return [{"input_ids": ids, **({"label": label_value(labels[i])} if labels is not None else {})}
+                    for i, ids in enumerate(rows)]
+        fn = {"prompt": self._prompted, "pair": self._pairs}[self.mode]
         items = []
         for i, text in enumerate(texts):
             enc = fn(text)
@@ -166,7 +201,8 @@ class TextEncoder:
             if flat[0]["token_type_ids"] is not None:
                 batch["token_type_ids"], _ = pad([p["token_type_ids"] for p in flat], 0)
         else:
-            ids, mask = pad([item["input_ids"] for item in items], self.pad_id)
+            # at least one position: a batch of texts with no tokens (static: only unknown words) is all padding
+            ids, mask = pad([item["input_ids"] for item in items], self.pad_id, min_width=1)
             batch = {"input_ids": ids, "attention_mask": mask}
         if "label" in items[0]:
             batch["labels"] = label_tensor([item["label"] for item in items])
