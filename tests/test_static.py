@@ -297,3 +297,15 @@ def test_long_texts_split_into_windows(encoder, tmp_path):
     # no special tokens around a window: slices of the text's table rows, 3 apart
     assert clf.encoder_.split == 1 and windows == [body[at:at + 6] for at in range(0, len(body) - 6 + 3, 3)]
     assert clf.predict_proba([long, "ok"]).shape == (2, 2)
+
+
+def test_multi_label(encoder):
+    texts = ["win cash now", "see you at noon", "urgent win cash see you at noon", "ok on my way home"] * 6
+    labels = [["spam"], ["ham"], ["spam", "ham"], ["ham"]] * 6
+    clf = TextClassifier(strategy="static", model=encoder, multi_label=True, epochs=40, batch_size=8,
+                         head_lr=1e-2, progress=False, seed=0).fit(texts, labels)
+    probs = clf.predict_proba(texts[:4])
+    assert probs.shape == (4, 2) and not np.allclose(probs.sum(1), 1.0)   # one sigmoid per label, not a softmax
+    spam, ham = clf.labels_.index("spam"), clf.labels_.index("ham")
+    assert probs[0, spam] > probs[1, spam] and probs[1, ham] > probs[0, ham]
+    assert [tuple(p) for p in clf.predict(texts[:2])] == [("spam",), ("ham",)]

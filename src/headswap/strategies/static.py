@@ -167,6 +167,7 @@ class Static(Strategy):
                    "texts' words added; the table trains, attention pooling, linear head; no transformer at "
                    "inference")
     encoder_only = True
+    multi_label = True      # its head scores each label on its own like encoder-mlp's
     default_regime = "full"
     default_head = "linear"
     full_body_lr = 1e-2     # a lookup table, not a transformer: rows see few updates each (3e-3 to 3e-2 all did)
