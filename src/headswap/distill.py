@@ -145,7 +145,8 @@ def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0
                             eval_labels=eval_labels)
     agree = student.predict_proba(everything).argmax(1) == teacher_probs.argmax(1)
     student.distillation_ = {
-        "student": "tfidf" if isinstance(student, TfidfClassifier) else "static", "teacher": source, "teacher_strategy": getattr(teacher, "strategy", None),
+        "student": "tfidf" if isinstance(student, TfidfClassifier) else "static", "teacher": source,
+        "teacher_strategy": getattr(teacher, "strategy", None),
         "teacher_model": getattr(teacher, "model", None), "teacher_runtime": getattr(teacher, "runtime_", None),
         "texts": len(texts), "labelled": len(texts) if labels is not None else 0,
         "unlabelled": len(unlabeled or []), "label_weight": label_weight,

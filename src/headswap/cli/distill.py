@@ -63,7 +63,8 @@ def student_settings(args) -> dict:
     if args.student == "static":
         return given
     defaults = settings.defaults()
-    changed = [settings.flag_of(f) for f in settings.all_fields() if f.name in given and given[f.name] != defaults[f.name]]
+    changed = [settings.flag_of(f) for f in settings.all_fields()
+               if f.name in given and given[f.name] != defaults[f.name]]
     if changed:
         raise HeadswapError(f"{', '.join(changed)} set{'s' if len(changed) == 1 else ''} the static student; add "
                             f"--student static, or leave {'it' if len(changed) == 1 else 'them'} out for TF-IDF")
