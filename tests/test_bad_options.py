@@ -58,6 +58,7 @@ TEXT_CASES = {
     ("distill", "--teacher"): ["nope", "{dir}"], ("distill", "--data"): ["nope"],
     ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],
     ("distill", "--label-column"): ["nosuch"], ("distill", "--out"): ["{file}", "{full}"],
+    ("distill", "--model"): ["no-such-model"],
     ("demo", "--json"): ["{dir}"],
     ("audit", "--data"): ["nope"], ("audit", "--text-column"): ["nosuch"], ("audit", "--label-column"): ["nosuch"],
     ("audit", "--out"): ["{file}"], ("audit", "--model"): ["no-such-model"],

@@ -1,7 +1,8 @@
 """Distillation into the TF-IDF student: it learns the teacher's answers (not the labels it is given, with
 label_weight 0; exactly the labels with label_weight 1), unlabelled texts teach it the teacher's answers where the
 labels say nothing, its directory reloads with the same probabilities and a record of where it came from, the
-command runs end to end, and every misuse is one clear line."""
+command runs end to end, and every misuse is one clear line. The static student (a TextClassifier trained on the
+same soft targets, student="static" / --student static) is checked the same way at the end."""
 
 from __future__ import annotations
 
@@ -199,3 +200,86 @@ def test_misuse_is_one_line_naming_the_problem(teacher, tmp_path):
         lines = [line for line in err.splitlines() if line.strip()]
         assert rc == 2 and len(lines) == 1 and expected in lines[0], err
     assert not (tmp_path / "o").exists() and (tmp_path / "full" / "notes.txt").read_text() == "mine"
+
+
+# ---- the static student (TextClassifier(strategy="static") fitted on the soft targets) ----------------------
+
+STATIC = dict(epochs=30, batch_size=8, head_lr=1e-2, eval_fraction=0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def static_cache(tmp_path_factory):
+    pytest.importorskip("model2vec")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HEADSWAP_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+def test_the_static_student_learns_the_teachers_answers(teacher, static_cache, tmp_path):
+    clf = teacher["clf"]
+    student = distill(clf, TEXTS, NOISY, unlabeled=UNLABELLED, progress=False, student="static",
+                      student_params={"model": str(teacher["enc"]), **STATIC})
+    assert isinstance(student, TextClassifier) and student.strategy == "static"
+    assert student.labels_ == clf.labels_
+    assert [student.predict([t])[0] for t in WRONG] == [LABELS[TEXTS.index(t)] for t in WRONG]
+    record = student.distillation_
+    assert record["student"] == "static" and record["agreement"] >= 0.9
+    assert (record["texts"], record["unlabelled"], record["label_weight"]) == (30, len(UNLABELLED), 0.0)
+    again = load_model(student.save(tmp_path / "student"), progress=False)
+    assert isinstance(again, TextClassifier) and again.distillation_ == record
+    np.testing.assert_allclose(again.predict_proba(TEXTS), student.predict_proba(TEXTS), atol=1e-6)
+    # Refitting on labels drops the record, as the TF-IDF student's does.
+    assert again.fit(TEXTS, LABELS).distillation_ is None
+    # eval data with real labels picks the student's best epoch.
+    picked = distill(clf, TEXTS, NOISY, progress=False, student="static", eval_texts=TEXTS, eval_labels=LABELS,
+                     student_params={"model": str(teacher["enc"]), **STATIC, "epochs": 2})
+    assert [h["score"] is not None for h in picked.history_] == [True, True]
+
+
+def test_student_misuse_is_one_line(teacher):
+    clf = teacher["clf"]
+    enc = str(teacher["enc"])
+    for kwargs, expected in [
+        (dict(student="bert"), "unknown student 'bert'; choose one of tfidf, static"),
+        (dict(student_params={"epochs": 2}), "settings of the static student"),
+        (dict(eval_texts=TEXTS, eval_labels=LABELS), "the tfidf student has no epochs"),
+        (dict(student="static", student_params={"model": enc, "strategy": "encoder-mlp"}), "strategy is 'static'"),
+        (dict(student="static", student_params={"model": enc, "multi_label": True}), "single-label model"),
+        (dict(student="static", student_params={"model": enc, "out_of_scope": "x"}), "single-label model"),
+        (dict(student="static", student_params={"model": enc, "nope": 1}), "unknown settings ['nope']"),
+        (dict(student="static", student_params={"model": enc, "regime": "lora"}), "no transformer blocks"),
+    ]:
+        with pytest.raises(HeadswapError) as e:
+            distill(clf, TEXTS, LABELS, progress=False, **kwargs)
+        assert expected in _one_line(e), str(e.value)
+
+
+def test_the_command_trains_a_static_student(teacher, static_cache, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(TEXTS, NOISY)))
+    (data / "validation.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(TEXTS, LABELS)))
+    out = tmp_path / "student"
+    rc, err = _main("distill", "--teacher", str(teacher["dir"]), "--data", str(data), "--student", "static",
+                    "--model", str(teacher["enc"]), "--epochs", "30", "--batch-size", "8", "--head-lr", "0.01",
+                    "--out", str(out), "-q")
+    assert rc == 0, err
+    assert "into static (" in err and "agrees with the teacher on 100.0% of the training texts" in err, err
+    assert "macro F1 student 1.000, teacher 1.000" in err, err
+    config = json.loads((out / "headswap_config.json").read_text())
+    assert config["params"]["strategy"] == "static" and config["params"]["epochs"] == 30
+    assert config["distillation"]["student"] == "static" and len(config["history"]) == 30
+    assert config["distillation"]["teacher"] == str(teacher["dir"].resolve())
+    r = _cli("predict", "--model-dir", str(out), "-q", *WRONG)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["label"] for line in r.stdout.splitlines()] == [LABELS[TEXTS.index(t)] for t in WRONG]
+    # The static student's settings without --student static: one line naming them.
+    rc, err = _main("distill", "--teacher", str(teacher["dir"]), "--data", str(data), "--epochs", "2", "--seed", "1",
+                    "--out", str(tmp_path / "o"), "-q")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and "--epochs, --seed set the static student; add --student static" in err, err
+    rc, err = _main("distill", "--teacher", str(teacher["dir"]), "--data", str(data), "--student", "static",
+                    "--model", str(teacher["enc"]), "--regime", "lora", "--out", str(tmp_path / "o"), "-q")
+    assert rc == 2 and "no transformer blocks for regime 'lora'" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()

@@ -134,14 +134,33 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             setattr(self, key + "_", value)
 
     # ---- training ----------------------------------------------------------------------------------
-    def fit(self, X, y, eval_texts=None, eval_labels=None, descriptions=None):
-        """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch."""
+    def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
+            labels=None):
+        """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch.
+
+        Or, single-label only, on soft_labels: an (N, K) matrix of probabilities over the class names `labels`
+        (a teacher's predict_proba; headswap.distill), with the cross-entropy to them as the loss. The classes
+        are then `labels`, in that order; validation data still has real labels, and without it the eval_fraction
+        split is scored against each row's most probable class."""
         params, target = self.resolved_params(), self.target_
-        if isinstance(X, LabelledData):
+        if isinstance(X, LabelledData) and soft_labels is None:
             X, y = X.texts, X.labels
+        elif isinstance(X, LabelledData):
+            X = X.texts
+        if soft_labels is not None:
+            X, y, soft = self._soft_labels(X, y, soft_labels, labels)
+        else:
+            if y is None:
+                raise HeadswapError("fit needs labels y (or soft_labels with their class names in labels)")
+            if labels is not None:
+                raise HeadswapError("fit's labels names the columns of soft_labels; pass them with soft_labels")
+            soft = None
         y = as_list(y, "training data", "labels")
         train = target.read(X, y, "training data")
-        labels, classes = target.classes(train, y)
+        if soft is not None:
+            labels, classes = soft[1], np.array(soft[1], dtype=object)
+        else:
+            labels, classes = target.classes(train, y)
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
         descriptions = load_descriptions(descriptions if descriptions is not None else self.descriptions, labels)
@@ -149,6 +168,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             val = target.read(eval_texts, eval_labels, "evaluation data")
         elif self.eval_fraction and self.epochs > 0 and len(train) >= 20:
             train, val = stratified_split(train, self.eval_fraction, self.seed, by=target.stratify_by(train.labels))
+            if soft is not None:    # from_lists numbers the rows 1..N: the split's rows pick their targets
+                soft = (soft[0][[r - 1 for r in train.rows]], labels)
         else:
             val = None
         self.fitted_ = Fitted(labels, classes, descriptions,
@@ -172,7 +193,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val,
                                 oos_texts=val_oos)
             return self
-        y_train = target.encode(train.labels, labels)
+        # Soft labels: each training text's target is its row of probabilities (a tuple, which the encoder keeps).
+        y_train = target.encode(train.labels, labels) if soft is None else [tuple(row) for row in soft[0]]
         # Chunking: each window of a long text is a training item with its text's label (the usual recipe for
         # texts longer than the model's window); validation aggregates the windows back to one row per text.
         train_items = self.encoder_.encode(train.texts, y_train)
@@ -186,9 +208,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
                              "class_weight": [weights[lab] for lab in labels] if weights else None,
-                             "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None})
+                             "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None,
+                             "soft_targets": soft is not None})
         t0 = time.perf_counter()
         item_targets = y_train if window_owners(train_items) is None else [it["label"] for it in train_items]
+        if soft is not None:    # a body-tuning phase (setfit's pairs) reads classes: each text's most probable
+            item_targets = [int(np.argmax(t)) for t in item_targets]
         self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, item_targets, params,
                                                         cfg)
         module, collate = self.module_, self.encoder_.collate
@@ -212,6 +237,45 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
             self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos)
         return self
+
+    def _soft_labels(self, X, y, soft_labels, labels):
+        """(texts, each text's most probable class name, (targets as an (N, K) float64 array, class names)) after
+        checking soft_labels; every problem is one line naming it."""
+        if y is not None:
+            raise HeadswapError("fit takes labels y or soft_labels (with their class names in labels), not both")
+        if self.multi_label:
+            raise ConfigError("soft_labels are probabilities over single-label classes; multi_label=True does not "
+                              "take them")
+        if self.out_of_scope is not None:
+            raise ConfigError("soft_labels do not combine with out_of_scope (the reject option is tuned on labelled "
+                              "validation data); train on soft labels without it")
+        if labels is None:
+            raise HeadswapError("soft_labels need labels: the class name of each of their columns")
+        names = [str(v) for v in as_list(labels, "soft_labels", "labels")]
+        if len(set(names)) != len(names):
+            raise HeadswapError(f"soft_labels' class names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+        texts = as_list(X, "training data")
+        try:
+            probs = np.asarray(soft_labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise HeadswapError("soft_labels must be an (texts, labels) array of numbers") from None
+        if probs.shape != (len(texts), len(names)):
+            raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, {len(names)}), got shape "
+                                f"{probs.shape}")
+        bad = np.flatnonzero(~np.isfinite(probs).all(1))
+        if bad.size:
+            raise HeadswapError(f"soft_labels hold NaN or infinite values ({bad.size} rows, the first at index "
+                                f"{bad[0]})")
+        bad = np.flatnonzero((probs < 0).any(1))
+        if bad.size:
+            raise HeadswapError(f"soft_labels hold negative values ({bad.size} rows, the first at index {bad[0]})")
+        sums = probs.sum(1)
+        bad = np.flatnonzero(np.abs(sums - 1) > 1e-3)
+        if bad.size:
+            raise HeadswapError(f"soft_labels rows must sum to 1 ({bad.size} rows do not, the first at index {bad[0]}: "
+                                f"{sums[bad[0]]:.6g})")
+        probs = probs / sums[:, None]
+        return texts, [names[k] for k in probs.argmax(1)], (probs, names)
 
     def _on_features(self, train_items, val_items):
         from headswap.nn.classifier import HeadOnFeatures, collate_features

@@ -1,5 +1,5 @@
-"""Distillation: train the fast TF-IDF + logistic regression student (headswap.tfidf) on a teacher's
-probabilities.
+"""Distillation: train a fast student on a teacher's probabilities: TF-IDF + logistic regression (headswap.tfidf,
+the default) or the static strategy (a TextClassifier on a model2vec table: headswap.strategies.static).
 
 The teacher (any saved single-label classifier: a TextClassifier directory, an exported ONNX one, or a
 classifier already loaded) labels every training text with its probabilities; texts with a label may mix in
@@ -59,20 +59,43 @@ def soft_targets(teacher_probs: np.ndarray, teacher_labels, labels=None, label_w
     return targets
 
 
+STUDENTS = ("tfidf", "static")
+
+
 def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0.0, C: float = 10.0,
-            progress: bool = True, teacher_probs=None):
-    """Train a TfidfClassifier student on `teacher`'s probabilities over `texts` plus `unlabeled` texts.
+            progress: bool = True, teacher_probs=None, student: str = "tfidf", student_params: dict | None = None,
+            eval_texts=None, eval_labels=None):
+    """Train a student on `teacher`'s probabilities over `texts` plus `unlabeled` texts.
 
     teacher: a model directory (TextClassifier, exported ONNX or TF-IDF) or a loaded single-label classifier.
     labels: optional labels of `texts`, mixed into their targets with weight `label_weight` (in [0, 1]).
-    C: the student's inverse regularisation strength. teacher_probs: the teacher's (len(texts) +
-    len(unlabeled), K) probabilities when already computed (e.g. cached); the teacher is then not run.
+    teacher_probs: the teacher's (len(texts) + len(unlabeled), K) probabilities when already computed (e.g.
+    cached); the teacher is then not run.
+
+    student "tfidf": a TfidfClassifier, C its inverse regularisation strength. student "static": a
+    TextClassifier(strategy="static", **student_params) fitted on the soft targets (TextClassifier.fit's
+    soft_labels); eval_texts/eval_labels (real labels) pick its best epoch, else its eval_fraction split of the
+    training texts, scored against the targets' most probable class.
 
     The student's `distillation_` (saved in its config) records the teacher, the text counts, label_weight,
     the teacher's seconds and the student's agreement with the teacher's argmax on the training texts.
     """
     from headswap.tfidf import TfidfClassifier
 
+    if student not in STUDENTS:
+        raise HeadswapError(f"unknown student {student!r}; choose one of {', '.join(STUDENTS)}")
+    student_params = dict(student_params or {})
+    if student == "tfidf" and student_params:
+        raise HeadswapError(f"student_params {sorted(student_params)} are settings of the static student; the tfidf "
+                            f"student takes only C")
+    if student == "tfidf" and eval_texts is not None:
+        raise HeadswapError("eval_texts pick the static student's best epoch; the tfidf student has no epochs")
+    if student_params.get("strategy", "static") != "static":
+        raise HeadswapError(f"the static student's strategy is 'static', not {student_params['strategy']!r}")
+    for name in ("multi_label", "out_of_scope"):
+        if student_params.get(name):
+            raise HeadswapError(f"student_params {name}={student_params[name]!r}: the student is a single-label "
+                                f"model trained on soft targets")
     texts = list(texts)
     unlabeled = None if unlabeled is None else list(unlabeled)
     if not texts:
@@ -91,6 +114,13 @@ def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0
             raise HeadswapError(f"{len(texts)} texts but {len(labels)} labels")
     elif label_weight > 0:
         raise HeadswapError(f"label_weight {label_weight} mixes in labels, but no labels were given")
+    if student == "static":     # the settings checked before the teacher runs
+        from headswap.api import TextClassifier
+        try:
+            model = TextClassifier(**{**student_params, "strategy": "static", "progress": progress})
+        except TypeError as e:
+            raise HeadswapError(f"student_params: {e}") from None
+        model.resolved_params()
     source = os.fspath(teacher) if isinstance(teacher, (str, os.PathLike)) else None
     teacher = load_teacher(teacher, progress)
     teacher_labels = [str(v) for v in teacher.labels_]
@@ -108,10 +138,15 @@ def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0
             raise HeadswapError(f"teacher_probs must be (texts, labels) = ({len(everything)}, {len(teacher_labels)}), "
                                 f"got {teacher_probs.shape}")
     targets = soft_targets(teacher_probs, teacher_labels, labels, label_weight)
-    student = TfidfClassifier(C=C).fit(everything, soft_labels=targets, labels=teacher_labels)
+    if student == "tfidf":
+        student = TfidfClassifier(C=C).fit(everything, soft_labels=targets, labels=teacher_labels)
+    else:
+        student = model.fit(everything, soft_labels=targets, labels=teacher_labels, eval_texts=eval_texts,
+                            eval_labels=eval_labels)
     agree = student.predict_proba(everything).argmax(1) == teacher_probs.argmax(1)
     student.distillation_ = {
-        "teacher": source, "teacher_strategy": getattr(teacher, "strategy", None),
+        "student": "tfidf" if isinstance(student, TfidfClassifier) else "static", "teacher": source,
+        "teacher_strategy": getattr(teacher, "strategy", None),
         "teacher_model": getattr(teacher, "model", None), "teacher_runtime": getattr(teacher, "runtime_", None),
         "texts": len(texts), "labelled": len(texts) if labels is not None else 0,
         "unlabelled": len(unlabeled or []), "label_weight": label_weight,

@@ -30,6 +30,7 @@ class Fitted:
     evaluation: dict | None = None        # test metrics recorded by `headswap train --data DIR`
     notes: list[str] = field(default_factory=list)   # things a user should know about this run (truncation)
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
+    distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
 
     SAVED = ("temperature", "thresholds", "reject_threshold", "body_tuning", "history", "train_seconds", "evaluation",
              "chunk_aggregate")
@@ -40,7 +41,10 @@ class Fitted:
 
     def fit_config(self) -> dict:
         """The keys that come last in the saved config: what training and calibration produced."""
-        return {k: getattr(self, k) for k in self.SAVED}
+        out = {k: getattr(self, k) for k in self.SAVED}
+        if self.distillation is not None:    # only a distilled student's config has the key
+            out["distillation"] = self.distillation
+        return out
 
     @classmethod
     def for_labels(cls, labels, descriptions: dict | None = None) -> "Fitted":
@@ -59,7 +63,7 @@ class Fitted:
                    reject_threshold=config.get("reject_threshold"),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
-                   chunk_aggregate=config.get("chunk_aggregate"))
+                   chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"))
 
 
 def expose(cls):

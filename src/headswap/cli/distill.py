@@ -1,5 +1,5 @@
-"""`headswap distill`: train the fast TF-IDF student on a saved classifier's probabilities (headswap.distill).
-Building the parser imports no torch."""
+"""`headswap distill`: train a fast student (TF-IDF, or with --student static the static strategy) on a saved
+classifier's probabilities (headswap.distill). Building the parser imports no torch."""
 
 from __future__ import annotations
 
@@ -9,14 +9,21 @@ import sys
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load
-from headswap.cli.options import check_model_out
+from headswap.cli.options import add_settings, check_model_out, check_models, settings_from
 from headswap.errors import DataError, HeadswapError
 
-HELP = "train a fast TF-IDF student on a saved classifier's probabilities"
+HELP = "train a fast TF-IDF or static student on a saved classifier's probabilities"
 DESCRIPTION = ("Distil a saved single-label classifier (the teacher: a `headswap train` or `headswap export` "
-               "directory) into TF-IDF + logistic regression (the student), trained on the teacher's probabilities "
-               "over the training texts and over any unlabelled texts. The student is a model directory that "
-               "predict, eval and serve run on scikit-learn, much faster than the teacher on CPU.")
+               "directory) into a student trained on the teacher's probabilities over the training texts and over "
+               "any unlabelled texts: TF-IDF + logistic regression (default; predict, eval and serve run it on "
+               "scikit-learn), or with --student static the static strategy (a model2vec table of --model's tokens "
+               "that trains, attention pooling, a linear head; the settings flags below apply to it, and "
+               "DIR/validation.csv picks its best epoch). Both are much faster than the teacher on CPU.")
+# The settings of the static student that the command takes (headswap.settings derives their flags); the rest
+# (strategy, prompts, multi-label, the reject option, LoRA, chunking, class weights) do not apply to it.
+STUDENT_SETTINGS = ("model", "regime", "pooling", "head", "max_length", "epochs", "batch_size", "eval_batch_size",
+                    "head_lr", "body_lr", "schedule", "warmup_ratio", "weight_decay", "max_grad_norm", "metric",
+                    "eval_fraction", "temperature_scaling", "static_vocab_min_count", "seed", "group_by_length")
 
 
 def unit_interval(text: str) -> float:
@@ -40,8 +47,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-weight", type=unit_interval, default=0.0, metavar="W",
                    help="weight of the true labels in the targets of labelled texts: 0 = the teacher's "
                    "probabilities only, 1 = the labels only (default: %(default)s)")
+    p.add_argument("--student", choices=("tfidf", "static"), default="tfidf", help="tfidf: TF-IDF + logistic "
+                   "regression; static: the static strategy on --model, trained on the same soft targets "
+                   "(default: %(default)s)")
     p.add_argument("--out", required=True, help="directory to save the student in")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    from headswap import settings
+    add_settings(p, skip=tuple(f.name for f in settings.all_fields() if f.name not in STUDENT_SETTINGS))
+
+
+def student_settings(args) -> dict:
+    """The static student's settings from the command line; with the tfidf student, none may be set."""
+    from headswap import settings
+    given = settings_from(args, skip=tuple(f.name for f in settings.all_fields() if f.name not in STUDENT_SETTINGS))
+    if args.student == "static":
+        return given
+    defaults = settings.defaults()
+    changed = [settings.flag_of(f) for f in settings.all_fields()
+               if f.name in given and given[f.name] != defaults[f.name]]
+    if changed:
+        raise HeadswapError(f"{', '.join(changed)} set{'s' if len(changed) == 1 else ''} the static student; add "
+                            f"--student static, or leave {'it' if len(changed) == 1 else 'them'} out for TF-IDF")
+    return {}
 
 
 def unlabeled_texts(path: str, text_column: str):
@@ -59,6 +86,11 @@ def run(args) -> int:
     from headswap.data.load import check_training_data
 
     check_model_out("--out", args.out)
+    params = student_settings(args)
+    if params:
+        from headswap.api import TextClassifier
+        TextClassifier(**params, strategy="static").resolved_params()   # checked before any data or model loads
+        check_models("--model", [params["model"]])
     out = Path(args.out)
     if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
         raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
@@ -82,11 +114,14 @@ def run(args) -> int:
         if unknown:
             raise DataError(f"{data.source}: labels the teacher does not know: {', '.join(map(repr, unknown))}; the "
                             f"teacher's labels: {', '.join(map(str, teacher.labels_))}")
-    print(f"distilling {args.teacher} into TF-IDF + logistic regression on {len(train)} training texts"
+    kind = "TF-IDF + logistic regression" if args.student == "tfidf" else f"static ({params['model']})"
+    print(f"distilling {args.teacher} into {kind} on {len(train)} training texts"
           f"{f' + {len(unlabeled)} unlabelled' if unlabeled else ''}, label weight {args.label_weight:g}",
           file=sys.stderr)
     student = distillation.distill(teacher, train.texts, train.labels, unlabeled, label_weight=args.label_weight,
-                                   progress=not args.quiet)
+                                   progress=not args.quiet, student=args.student, student_params=params,
+                                   **({"eval_texts": val.texts, "eval_labels": val.labels}
+                                      if val is not None and args.student == "static" else {}))
     student.distillation_["teacher"] = str(Path(args.teacher).resolve())
     from headswap.atomic import output_lock
     from headswap.model_dir import save_into

@@ -65,7 +65,7 @@ class SetFit(EmbedMLP):
         # The run's own optimiser settings, for one pass over the pairs: no validation, checkpoints or class
         # weights (pairs have targets, not classes), in plain shuffled order.
         pair_cfg = replace(cfg, epochs=1, keep_best=False, checkpoint_dir=None, checkpoint_every=0, resume=False,
-                           class_weight=None, group_by_length=False)
+                           class_weight=None, group_by_length=False, soft_targets=False)
         t0 = time.perf_counter()
         result = fit(PairCosine(module), pair_items, lambda batch: collate_text_pairs(batch, encoder.pad_id),
                      pair_cfg, log=None)

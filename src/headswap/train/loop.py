@@ -51,6 +51,9 @@ class TrainConfig(RunSettings, TrainSettings):
     plus keep_best. body_lr None means the full-fine-tuning default."""
 
     keep_best: bool = True       # with validation data, restore the best epoch's weights at the end
+    # Single-label training on (N, K) probability targets (distillation) instead of class indices: a label is
+    # then a row of probabilities, which the batch carries as (B, K) floats, as multi-label indicators are.
+    soft_targets: bool = False
 
     def __post_init__(self):
         if self.body_lr is None:
@@ -170,13 +173,28 @@ def _over_processes(accelerator: Accelerator, loss_sum: float, seen: int) -> tup
     return float(totals[0]), int(totals[1])
 
 
-def _loss(model: nn.Module, batch: dict, labels: torch.Tensor, weight: torch.Tensor | None, own_loss: bool):
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor | None = None):
+    """Cross-entropy of (B, K) logits to (B, K) probability targets q. With class weights w each text's term
+    -sum_k w_k q_k log p_k is divided by the batch's total sum_i sum_k w_k q_ik, so that one-hot targets give
+    exactly F.cross_entropy(logits, class indices, weight=w) (torch's own probability-target loss divides by
+    the batch size instead)."""
+    if weight is None:
+        return F.cross_entropy(logits, targets)
+    weighted = targets * weight
+    return -(weighted * F.log_softmax(logits, -1)).sum() / weighted.sum()
+
+
+def _loss(model: nn.Module, batch: dict, labels: torch.Tensor, weight: torch.Tensor | None, own_loss: bool,
+          soft: bool = False):
     """The batch's training loss. With class weights it is scikit-learn's and torch's: each text counts
-    w[its class], and the sum is divided by the sum of the batch's weights (all weights 1: the plain mean)."""
+    w[its class], and the sum is divided by the sum of the batch's weights (all weights 1: the plain mean).
+    soft: labels are (B, K) probability targets of single-label data (soft_cross_entropy)."""
     # A strategy that trains on something other than its class logits (generate-parse's LM loss) returns the
     # loss itself; calling through the (DDP) wrapper keeps gradient sync working.
     if own_loss:
         return model(**batch, labels=labels, **({"class_weight": weight} if weight is not None else {}))
+    if soft:
+        return soft_cross_entropy(model(**batch), labels, weight)
     if labels.ndim == 2:     # multi-label: K independent sigmoids against 0/1 indicators
         return F.binary_cross_entropy_with_logits(model(**batch), labels, weight=weight)
     return F.cross_entropy(model(**batch), labels, weight=weight)
@@ -210,6 +228,9 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     run = Run(cfg, accelerator, say=notify or log or logger.info, warn=logger.warning)
     run.resume(model, optimizer, scheduler, train_items, eval_items)
     own_loss = getattr(model, "computes_own_loss", False)     # read before DDP wraps the model
+    if own_loss and cfg.soft_targets:
+        raise ConfigError(f"{type(model).__name__} computes its own training loss and cannot train on probability "
+                          f"targets (soft labels)")
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     weight = None if cfg.class_weight is None else torch.tensor(cfg.class_weight, dtype=torch.float32,
                                                                 device=accelerator.device)
@@ -224,7 +245,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                    initial=steps, total=steps_per_epoch)
         for batch in run.batches(bar):
             labels = batch.pop("labels")
-            loss = _loss(model, batch, labels, weight, own_loss)
+            loss = _loss(model, batch, labels, weight, own_loss, cfg.soft_targets)
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             if cfg.max_grad_norm:
