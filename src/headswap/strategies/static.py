@@ -199,5 +199,6 @@ class Static(Strategy):
         dim = body.embeddings.embedding_dim
         k = len(b.labels)
         # attention learns which words carry the class; mean is model2vec's own encoding.
-        pooling = NormalizedMean() if b.pooling("attention") == "mean" else make_pool(b.pooling("attention"), dim)
+        name = b.pooling("attention")
+        pooling = NormalizedMean() if name == "mean" else make_pool(name, dim)
         return Classifier(body, dim, k, pooling=pooling, head=make_head(b.params["head"], dim, k))

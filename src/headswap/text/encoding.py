@@ -115,15 +115,15 @@ class TextEncoder:
             rows = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
         else:
             rows = [self.tokenizer(t, add_special_tokens=self.special_tokens)["input_ids"] for t in texts]
-        unk = self.tokenizer.unk_token_id if self.drop_unk else None
-        if unk is not None:
-            rows = [[i for i in ids if i != unk] for ids in rows]
+        rows = self._known(rows)
         if self.append_eos and self.tokenizer.eos_token_id is not None:
             rows = [ids + [self.tokenizer.eos_token_id] for ids in rows]
         return rows
 
-    def _whole(self, text: str) -> list[int]:
-        return self._wholes([text])[0]
+    def _known(self, rows: list[list[int]]) -> list[list[int]]:
+        """Token id rows without the unknown token when drop_unk (model2vec leaves it out), else as they are."""
+        unk = self.tokenizer.unk_token_id if self.drop_unk else None
+        return rows if unk is None else [[i for i in ids if i != unk] for ids in rows]
 
     def _truncate(self, ids: list[int]) -> list[int]:
         if len(ids) <= self.max_length:
@@ -133,24 +133,17 @@ class TextEncoder:
             return ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token (SEP / EOS)
         return ids[: self.max_length]
 
-    def _windows(self, text: str, ids: list[int] | None = None) -> list[list[int]]:
+    def _windows(self, text: str, ids: list[int]) -> list[list[int]]:
         """The text as one sequence when it fits max_length (exactly as without chunking), else as windows of
         max_length tokens, each with the special tokens (and prefix) around its slice of the text; slices
         start chunk_stride tokens apart, so consecutive ones share window_text - chunk_stride tokens.
-        `ids`: the text's _whole, when already tokenized."""
-        ids = self._whole(text) if ids is None else ids
+        `ids`: the whole text as _wholes encodes it."""
         if len(ids) <= self.max_length:
             return [ids]
-        body, size = self._body(text), self.window_text
+        body, size = self._known([encode_plain(self.tokenizer, text)])[0], self.window_text
         self.split += 1
         return [self.window_head + body[at:at + size] + self.window_tail
                 for at in range(0, max(len(body) - size, 0) + self.chunk_stride, self.chunk_stride)]
-
-    def _body(self, text: str) -> list[int]:
-        """The text's own tokens: no prefix, no special tokens (without the unknown token with drop_unk)."""
-        ids = encode_plain(self.tokenizer, text)
-        unk = self.tokenizer.unk_token_id if self.drop_unk else None
-        return ids if unk is None else [i for i in ids if i != unk]
 
     def _prompted(self, text: str) -> list[int]:
         ids = encode_plain(self.tokenizer, text)
