@@ -8,7 +8,6 @@ five mpnet packages are not installed (CI does not install its 440 MB).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import time
@@ -19,6 +18,7 @@ import pytest
 import torch
 
 from assertions import leftovers, one_line
+from fake_parts import write_parts
 from headswap import models
 from headswap.errors import ModelNotAvailable
 from headswap.models import _Part, _SplitBuiltin, load_model, resolve_model
@@ -37,18 +37,9 @@ def _split_zip(tmp_path: Path, name: str = "fakenet", release: str = "") -> tupl
         zf.write(model, "tiny-model/")
         for f in sorted(model.rglob("*")):
             zf.write(f, f"tiny-model/{f.relative_to(model)}")
-    data = archive.read_bytes()
-    cut = [len(data) * i // N_PARTS for i in range(N_PARTS + 1)]
-    site, files, parts = tmp_path / "site", [], []
-    for n in range(1, N_PARTS + 1):
-        package = site / f"fake_part_{n:03d}"
-        (package / "input").mkdir(parents=True)
-        (package / "__init__.py").write_text("raise RuntimeError('a model part must never be imported')\n")
-        file = package / "input" / f"fake.zip.{n:03d}"
-        file.write_bytes(data[cut[n - 1]:cut[n]])
-        files.append(file)
-        parts.append(_Part(package.name, f"fake-part-{n:03d}==0.0.1", f"input/fake.zip.{n:03d}",
-                           hashlib.sha256(file.read_bytes()).hexdigest()))
+    site = tmp_path / "site"
+    files, parts = write_parts(site, archive.read_bytes(), N_PARTS, lambda n: f"fake_part_{n:03d}",
+                               lambda n: f"input/fake.zip.{n:03d}", lambda n: f"fake-part-{n:03d}==0.0.1")
     return site, files, _SplitBuiltin(tuple(parts), "tiny-model", name, "encoder")
 
 

@@ -22,6 +22,7 @@ import torch
 from tokenizers import processors
 
 from assertions import leftovers, one_line
+from fake_parts import write_parts
 from headswap import models
 from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
 from headswap.models import _Part, _SplitGguf, load_model, resolve_model
@@ -35,20 +36,12 @@ FILE = "fake.gguf"
 def _split_gguf(tmp_path: Path, part_sha: bool = True) -> tuple[Path, bytes, list[Path], _SplitGguf]:
     """Random bytes cut into N_PARTS, part n in site/fake_gguf_part{n}/data/fake.gguf.part0{n-1}."""
     whole = os.urandom(3 << 20)
-    cut = [len(whole) * i // N_PARTS for i in range(N_PARTS + 1)]
-    site, files, parts = tmp_path / "site", [], []
-    for n in range(1, N_PARTS + 1):
-        package = site / f"fake_gguf_part{n}"
-        (package / "data").mkdir(parents=True)
-        (package / "__init__.py").write_text("raise RuntimeError('a model part must never be imported')\n")
-        file = package / "data" / f"{FILE}.part{n - 1:02d}"
-        file.write_bytes(whole[cut[n - 1]:cut[n]])
-        files.append(file)
-        parts.append(_Part(package.name, f"fake-gguf-part{n}==1.0.0", f"data/{file.name}",
-                           hashlib.sha256(file.read_bytes()).hexdigest() if part_sha else None))
+    files, parts = write_parts(tmp_path / "site", whole, N_PARTS, lambda n: f"fake_gguf_part{n}",
+                               lambda n: f"data/{FILE}.part{n - 1:02d}", lambda n: f"fake-gguf-part{n}==1.0.0",
+                               sha=part_sha)
     builtin = _SplitGguf(tuple(parts), FILE, hashlib.sha256(whole).hexdigest(),
                          "make install-fake, or pip install fake-gguf==1.0.0", "causal", "Fake is provided under terms")
-    return site, whole, files, builtin
+    return tmp_path / "site", whole, files, builtin
 
 
 @pytest.fixture
