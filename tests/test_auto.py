@@ -11,6 +11,7 @@ from test_bench import _write_split
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
 import headswap.bench.auto
+import headswap.bench.climb
 from headswap.api import TextClassifier, load_model
 from headswap.bench.auto import auto, parse_duration
 from headswap.cli.parser import main
@@ -38,7 +39,7 @@ def full_run(world):
     root, enc, cau, data = world
     logs = []
     results = auto(data, 600, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=root / "full",
-                   progress=False, log=logs.append, lr_search=False)
+                   progress=False, log=logs.append, lr_search=False, more_epochs=False)
     return results, root / "full", logs
 
 
@@ -53,8 +54,10 @@ def test_parse_duration():
 def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation(full_run):
     results, out, logs = full_run
     cands = results["auto"]["candidates"]
-    assert [(c["model_name"], c["strategy"]) for c in cands] == [
-        ("tfidf", "tfidf-logreg"), ("tiny-enc", "encoder-mlp"), ("tiny-causal", "slm-logits")]
+    assert [(c["model_name"], c["strategy"], c["tier"], c.get("rung")) for c in cands] == [
+        ("tfidf", "tfidf-logreg", "baseline", None),
+        *[("tiny-enc", "encoder-mlp", "frozen", f"{h} head") for h in ("logistic", "linear", "mlp")],
+        ("tiny-enc", "encoder-mlp", "fine-tune", "full"), ("tiny-causal", "slm-logits", "causal", "lora")]
     assert all(c["status"] == "ran" for c in cands), cands
     assert all(c["estimated_seconds"] > 0 for c in cands[1:])
     best = max(c["validation_macro_f1"] for c in cands)
@@ -81,7 +84,7 @@ def test_only_the_winner_and_the_baseline_are_scored_on_test(full_run):
     saved = json.loads((out / "results.json").read_text())
     assert saved["auto"]["winner"] == winner
     md = (out / "results.md").read_text()
-    assert "## Candidates" in md and "## Test set" in md and "tiny-causal · encoder-mlp" in md
+    assert "## The ladder" in md and "## Test set" in md and "tiny-causal · encoder-mlp" in md
 
 
 def test_the_shipped_model_reloads_and_predicts_what_was_scored(full_run, world):
@@ -99,9 +102,9 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
     logs = []
     results = auto(data, 0.5, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
                    log=logs.append)
-    base, cand = results["auto"]["candidates"]
-    assert base["winner"] and cand["status"] == "skipped"
-    assert "budget" in cand["reason"] or "left" in cand["reason"], cand
+    base, *cands = results["auto"]["candidates"]
+    assert base["winner"] and len(cands) == 4 and all(c["status"] == "skipped" for c in cands)
+    assert all("budget" in c["reason"] or "left" in c["reason"] for c in cands), cands
     assert [r["strategy"] for r in results["rows"]] == ["tfidf-logreg"]
     assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)
     assert results["auto"]["exported"] is False and "scikit-learn" in results["auto"]["not_exported_because"]
@@ -111,14 +114,14 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
 def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
     pytest.importorskip("onnxruntime")
     root, enc, _, data = world
-    real = headswap.bench.auto._validation_f1
+    real = headswap.bench.climb.validation_f1
 
-    def favour_the_encoder(clf, validation):   # the baseline would win this easy data: let the encoder win
-        return real(clf, validation) + 1.0
+    def favour_the_encoder(clf):   # the baseline would win this easy data: let the encoder win
+        return real(clf) + 1.0
 
-    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", favour_the_encoder)
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", favour_the_encoder)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "export", progress=False,
-                   log=lambda _: None)
+                   log=lambda _: None, more_epochs=False, lr_search=False)
     assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
     assert results["auto"]["exported"] is True
     assert (root / "export" / "model" / "model.onnx").is_file()
@@ -163,40 +166,18 @@ def test_cli(world, tmp_path, capsys):
     assert capsys.readouterr().out.strip()
 
 
-def test_a_model_over_budget_is_timed_once(world, tmp_path, monkeypatch):
-    import headswap.bench.measure
-    _, _, cau, data = world
-    probes = []
-    real = headswap.bench.measure.probe_timing
-
-    def probe(p, *a, **kw):
-        probes.append(p.strategy)
-        return real(p, *a, **kw)
-
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
-    monkeypatch.setattr(headswap.bench.measure, "estimate_seconds", lambda *a, **kw: {"total": 1e6})
-    results = auto(data, 600, models=[cau], strategies="slm-logits,slm-hidden-mlp", out=tmp_path, progress=False,
-                   log=lambda _: None)
-    first, second = results["auto"]["candidates"][1:]
-    assert probes == [first["strategy"]]
-    assert first["status"] == second["status"] == "skipped"
-    assert first["reason"].startswith("estimated 11.6 d") or "left" in first["reason"], first
-    assert second["reason"].startswith("not timed: this model's cheapest timed candidate"), second
-    assert results["auto"]["winner"]["strategy"] == "tfidf-logreg"
-
-
 def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     import headswap.export
     root, enc, _, data = world
-    real = headswap.bench.auto._validation_f1
-    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", lambda clf, val: real(clf, val) + 1.0)
+    real = headswap.bench.climb.validation_f1
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)
 
     def broken(*a, **kw):
         raise RuntimeError("exporter broke")
 
     monkeypatch.setattr(headswap.export, "export", broken)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "broken", progress=False,
-                   log=lambda _: None)
+                   log=lambda _: None, more_epochs=False, lr_search=False)
     a = results["auto"]
     assert a["exported"] is False and "exporter broke" in a["not_exported_because"]
     shipped = load_model(root / "broken" / "model", progress=False)
@@ -212,14 +193,14 @@ def test_lr_search_climbs_the_grid_while_validation_improves(world, tmp_path, mo
     assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
 
-    def peak_at_3e_4(clf, validation):     # a validation score that is best at body_lr 3e-4, over the baseline's
+    def peak_at_3e_4(clf):     # a validation score that is best at body_lr 3e-4, over the baseline's
         rate = clf.body_lr if clf.body_lr is not None else 3e-5
         return 2.0 - abs(math.log10(rate) - math.log10(3e-4))
 
-    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", peak_at_3e_4)
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", peak_at_3e_4)
     logs = []
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
-                   log=logs.append)
+                   log=logs.append, more_epochs=False, regime="full")
     cands = results["auto"]["candidates"]
     tried = [c["tuned"]["body_lr"] for c in cands if c.get("tuned")]
     # up from 3e-5 helps, so down is not tried; up again helps; the step after that does not, and the search ends
@@ -239,12 +220,12 @@ def test_lr_search_moves_only_for_a_clear_gain(world, tmp_path, monkeypatch):
     _, enc, _, data = world
     gain = {3e-5: 0.0, 1e-4: 0.03, 3e-4: 0.03 + LR_MARGIN / 2, 1e-5: 0.01}   # 3e-4: better, but within the margin
 
-    def score(clf, validation):
+    def score(clf):
         return 1.5 + gain[clf.body_lr if clf.body_lr is not None else 3e-5]
 
-    monkeypatch.setattr(headswap.bench.auto, "_validation_f1", score)
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", score)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
-                   log=lambda *_: None)
+                   log=lambda *_: None, more_epochs=False, regime="full")
     cands = results["auto"]["candidates"]
     assert [c["tuned"]["body_lr"] for c in cands if c.get("tuned")] == [1e-4, 3e-4]   # and not on to 1e-3
     assert results["auto"]["winner"]["tuned"] == {"body_lr": 1e-4}
@@ -254,11 +235,11 @@ def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
     _, enc, _, data = world
     logs = []
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "given", progress=False,
-                   log=logs.append, body_lr=1e-4)
+                   log=logs.append, body_lr=1e-4, more_epochs=False)
     assert not any(c.get("tuned") for c in results["auto"]["candidates"])
     assert any("body_lr was given (0.0001), so it is kept" in line for line in logs)
     rc = main(["auto", "--data", str(data), "--budget", "10m", "--model", enc, "--strategies", "encoder-mlp",
-               "--out", str(tmp_path / "off"), "--no-lr-search", "-q"])
+               "--out", str(tmp_path / "off"), "--no-lr-search", "--no-more-epochs", "-q"])
     assert rc == 0
     saved = json.loads((tmp_path / "off" / "results.json").read_text())
     assert saved["meta"]["args"]["lr_search"] is False

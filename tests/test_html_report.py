@@ -127,7 +127,10 @@ def auto_part() -> dict:
                 {"model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline", "status": "ran",
                  "seconds": 1.5, "validation_macro_f1": 0.61},
                 {"model_name": "tiny-enc", "strategy": "encoder-mlp", "regime": "full", "status": "ran",
-                 "estimated_seconds": 100.0, "seconds": 90.0, "validation_macro_f1": 0.74},
+                 "estimated_seconds": 100.0, "seconds": 90.0, "validation_macro_f1": 0.74, "tier": "fine-tune",
+                 "rung": "full", "time_bounded": {"limit_seconds": 80.0, "why": "did not fit half of what was left",
+                                                  "epochs": 2, "eval_every_steps": 5,
+                                                  "stopped": "time limit 80 s reached after 7 of 12 steps of epoch 2"}},
                 {"model_name": "tiny-causal", "strategy": "slm-logits", "regime": "lora", "status": "skipped",
                  "estimated_seconds": 2000.0, "reason": "estimated 33 min, 8 min of the budget left"},
                 {"model_name": "tiny-causal", "strategy": "generate-parse", "regime": "full", "status": "failed",
@@ -214,14 +217,15 @@ def test_auto_section():
     assert page.sections[:3] == ["summary", "auto", "results"]
     text = page.text["auto"]
     for fragment in ("10.0 min", "8.5 min", "auto-out/model", "tiny-enc · encoder-mlp · full", "exported",
-                     "estimated 33 min", "ValueError: <bad> tokenizer"):
+                     "estimated 33 min", "ValueError: <bad> tokenizer", "time-bounded to 80 s of training",
+                     "reached after 7 of 12 steps of epoch 2"):
         assert fragment in text, fragment
     candidates = page.body_rows("auto")
     assert len(candidates) == 4
     winners = [cells for cls, cells in candidates if cls == "winner"]
-    assert len(winners) == 1 and winners[0][:3] == ["tiny-enc", "encoder-mlp", "full"]
-    assert "winner" in winners[0][3]
-    assert [cells[3].split()[0] for _, cells in candidates] == ["ran", "ran", "skipped", "failed"]
+    assert len(winners) == 1 and winners[0][1:4] == ["tiny-enc", "encoder-mlp", "full"]
+    assert "winner" in winners[0][5]
+    assert [cells[5].split()[0] for _, cells in candidates] == ["ran", "ran", "skipped", "failed"]
     assert "<title>headswap auto</title>" in html
     assert [cls for cls, _ in page.body_rows("results")][0] == "winner"
 

@@ -15,6 +15,7 @@ import inspect
 import logging
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,8 @@ from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.strategies import Build, get
 from headswap.targets import SingleLabel, check_known, targets_for
+from headswap.train.logistic import check as check_head_fit
+from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
 from headswap.train.lora import LoraSettings
 from headswap.train.regimes import count_parameters, prepare
@@ -88,6 +91,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             else settings.default_body_lr(self.regime_))
         params["head"] = self.strategy_.default_head if self.head == "auto" else self.head
         self.strategy_.check(params)
+        check_head_fit(params)
         from headswap.models import check_positions
         check_positions(self.model, self.max_length)
         return params
@@ -221,11 +225,17 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             # The frozen body gives each text the same features every epoch: compute them once. They are
             # recomputed (identically) on resume; the checkpoint holds the head alone.
             train_items, val_items, module, collate = self._on_features(train_items, val_items)
-        result = fit(module, train_items, collate, cfg, eval_items=val_items, eval_labels=y_val,
-                     label_names=labels, positive_label=self.positive_label,
-                     log=log.info if not self.progress else _tqdm_write,
-                     notify=_stderr_line if not self.progress else _tqdm_write,
-                     eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
+        elif self.head_fit == "logistic":
+            raise ConfigError(f"head_fit 'logistic' needs a head trained on cached frozen features; strategy "
+                              f"{self.strategy!r} with pooling {self.pooling!r} has none (use head_fit 'loop')")
+        trainer = train_logistic if self.head_fit == "logistic" else partial(
+            fit, collate=collate, notify=_stderr_line if not self.progress else _tqdm_write)
+        result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
+                         label_names=labels, positive_label=self.positive_label,
+                         log=log.info if not self.progress else _tqdm_write,
+                         eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
+        if result.stopped:
+            self.notes_.append(f"training stopped early: {result.stopped}; the best validated weights were kept")
         self.train_seconds_ = time.perf_counter() - t0
         self.history_ = [vars(h) for h in result.history]
         self.best_epoch_ = result.best_epoch
@@ -278,11 +288,19 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return texts, [names[k] for k in probs.argmax(1)], (probs, names)
 
     def _on_features(self, train_items, val_items):
+        from headswap.inference import cached_features
         from headswap.nn.classifier import HeadOnFeatures, collate_features
+        from headswap.train.checkpoint import data_digest
+
+        # Only a body as pretrained gives features another fit can reuse (setfit tunes its body first).
+        body = None if self.body_tuning_ is not None else (
+            str(self.model), self.strategy, self.pooling, self.max_length, self.chunk_stride, self.instruction)
 
         def cached(items, desc):
-            feats = compute_features(self.module_, items, self.encoder_.collate, self.eval_batch_size,
-                                     self.progress, desc)
+            key = None if body is None else body + (data_digest([it["input_ids"] if isinstance(it, dict) and
+                                                                 "input_ids" in it else it for it in items]),)
+            feats = cached_features(key, lambda: compute_features(self.module_, items, self.encoder_.collate,
+                                                                  self.eval_batch_size, self.progress, desc))
             return [{"features": f, "label": item["label"]} for f, item in zip(feats, items)]
         val = cached(val_items, "caching validation features") if val_items else None
         return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),

@@ -7,6 +7,7 @@ headswap.train so that inference code never pulls in the training loop.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 import torch
@@ -96,3 +97,30 @@ def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch
                      progress: bool = False, desc: str = "features") -> torch.Tensor:
     """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching."""
     return _predict_in_order(model, items, collate, batch_size, None, progress, desc, method="features")
+
+
+_FEATURES: dict | None = None     # feature_cache()'s store: {key: (N, D) features}; None when no cache is open
+
+
+@contextmanager
+def feature_cache():
+    """Within the block, head-only fits on the same frozen body and the same encoded texts compute their features
+    once (TextClassifier keys them on the model, strategy, pooling and the items' content): headswap auto fits
+    several heads on one encoding pass. Outside any such block nothing is kept."""
+    global _FEATURES
+    outer = _FEATURES
+    _FEATURES = {} if outer is None else outer
+    try:
+        yield _FEATURES
+    finally:
+        if outer is None:
+            _FEATURES = None
+
+
+def cached_features(key, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """compute(), or the features an earlier call with this key computed inside the open feature_cache()."""
+    if _FEATURES is None or key is None:
+        return compute()
+    if key not in _FEATURES:
+        _FEATURES[key] = compute()
+    return _FEATURES[key]

@@ -25,6 +25,7 @@ MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
 CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
 REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
+HEAD_FITS = ("loop", "logistic")     # headswap.train.logistic fits the second
 
 
 # The strategies, in the order tables list them. Declared here, not read from headswap.strategies, so that options
@@ -124,6 +125,12 @@ class TrainSettings:
                                           "embedded whole (0: the encoder's vocabulary only)", minimum=0)
     pair_iterations: int = setting(20, "setfit: contrastive pairs drawn per training text and round (one of its "
                                    "class, one of another), as SetFit's num_iterations", minimum=1)
+    head_fit: str = setting("loop", "how a head-only linear head is fitted: loop (the training loop, AdamW over "
+                            "epochs) or logistic (scikit-learn's L-BFGS logistic regression on the cached frozen "
+                            "features, standardised; regime head-only, head linear, single-label)",
+                            choices=HEAD_FITS)
+    eval_every: int = setting(0, "also validate every N training steps inside an epoch, keeping the best weights "
+                              "seen (0: at epoch ends only)", minimum=0, metavar="STEPS")
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
     group_by_length: bool = setting(False, "shuffle into batches of texts of similar length (a new random order "
                                     "each epoch): less padding, faster training")
@@ -139,6 +146,9 @@ class RunSettings:
     checkpoint_every: int = setting(0, "also checkpoint every N training steps inside an epoch, for runs longer "
                                     "than a sitting (0: at epoch ends only)", minimum=0, metavar="STEPS")
     resume: bool = setting(False, "continue from checkpoint_dir when it holds a complete checkpoint", cli=False)
+    time_limit: float | None = setting(None, "stop training after this many seconds of the training loop, keeping "
+                                       "the best weights validated so far (an interrupted epoch is still "
+                                       "validated; default: no limit)", above=0, metavar="SECONDS")
 
 
 def default_body_lr(regime: str) -> float:

@@ -6,13 +6,16 @@
    training texts is held out as validation). Test is read once, at the end.
 2. The TF-IDF + logistic-regression classifier (headswap.tfidf) always trains: it is the baseline and the
    fallback when nothing else fits.
-3. Every (model, strategy) candidate is timed on one batch (bench's probe) and its full run extrapolated
-   (headswap.bench.measure.estimate_seconds); candidates run cheapest first while their estimate fits what is
-   left of the budget. Each trains on train (best epoch on validation) and is scored on validation.
-4. With budget left, the best trained candidate is trained again at other learning rates (its body's, or its
-   head's for head-only): the neighbours of its rate on a half-decade grid (1e-5, 3e-5, 1e-4, ...), then
-   further in the direction that helped, while it helps (by more than LR_MARGIN of validation macro F1) and the
-   candidate's measured time fits what is left.
+3. The cost ladder (headswap.bench.ladder, run by headswap.bench.climb): `static`, then head-only rungs on frozen
+   features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
+   models last. Each rung's cost is estimated from a probe of a few batches per model and regime, corrected as the
+   run measures. Cheap rungs run when they fit; a fine-tuning rung runs in full when it needs at most half of
+   what is left, else it runs time-bounded with all that is left (validated every few steps, best weights kept)
+   and the rungs after it are not run. Every rung not run says why.
+4. With budget left, the best fine-tuned rung trains again with more epochs while its last epoch was its best,
+   then at other learning rates (its body's): the neighbours of its rate on a half-decade grid (1e-5, 3e-5,
+   1e-4, ...), then further in the direction that helped, while it helps (by more than LR_MARGIN of validation
+   macro F1) and the rung's measured time fits what is left.
    Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
@@ -51,6 +54,8 @@ _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.
 def parse_duration(text: str) -> float:
     """'20m', '1h30m', '90s', '1.5h' -> seconds; a bare number is minutes."""
     value = str(text).strip().lower()
+    if value.startswith("-") and _DURATION.match(value[1:]) and value[1:]:
+        raise ConfigError(f"budget {text!r} must be a time of more than zero")
     try:
         seconds = float(value) * 60
     except ValueError:
@@ -79,15 +84,6 @@ def _data(data_dir, seed: int):
                                        "(stratified, seeded) for best-epoch selection and for picking the winner"}
         sizes["train"] = {**sizes["train"], "used": len(train)}
     return train, validation, data.test, sizes
-
-
-def _validation_f1(clf, validation) -> float:
-    """The kept epoch's validation macro F1 from the training history; scored afresh when it has none."""
-    best = next((h for h in getattr(clf, "history_", []) or [] if h.get("epoch") == getattr(clf, "best_epoch_", None)
-                 and (h.get("metrics") or {}).get("macro")), None)
-    if best is not None:
-        return float(best["metrics"]["macro"]["f1"])
-    return float(clf.evaluate(validation.texts, validation.labels).f1("macro"))
 
 
 def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
@@ -144,7 +140,8 @@ def default_models() -> tuple[str, ...]:
 
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
-         command: Sequence[str] | None = None, lr_search: bool = True, **settings) -> dict:
+         command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True,
+         clock: Callable[[], float] = time.perf_counter, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
@@ -154,8 +151,11 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
-    from headswap.bench.measure import _machine, estimate_seconds, probe_timing
-    from headswap.bench.plan import parse_strategies, plan_bench
+    from headswap.bench.climb import Climb
+    from headswap.bench.ladder import Costs, plan_ladder
+    from headswap.bench.measure import _machine
+    from headswap.bench.plan import parse_strategies
+    from headswap.inference import feature_cache
     from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
@@ -163,7 +163,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
-    started = time.perf_counter()
+    started = clock()
     if not budget_seconds or budget_seconds <= 0:
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
     if quantize not in QUANTIZE:
@@ -183,14 +183,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     if not models:
         raise ConfigError("no models given")
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
-    planned, skipped = plan_bench({m: s.kind for m, s in specs.items()}, names, settings["epochs"],
-                                  full["regime"], zero_shot=False, chunking=full.get("chunk_stride") is not None)
+    ladder, skipped = plan_ladder({m: s.kind for m, s in specs.items()}, names, settings["epochs"], full["regime"],
+                                  full["head"], chunking=full.get("chunk_stride") is not None)
     train, validation, test, sizes = _data(data_dir, full["seed"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
     def left() -> float:
-        return budget_seconds - (time.perf_counter() - started)
+        return budget_seconds - (clock() - started)
 
     candidates = []      # one entry per (model, strategy, regime): what auto knew, did and measured
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -198,76 +198,37 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
             "command": list(command) if command is not None else None,
             "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
+                     "more_epochs": more_epochs,
                      "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
-        f"{_fmt_duration(budget_seconds)}; {len(planned)} candidates + the TF-IDF baseline -> {out}")
+        f"{_fmt_duration(budget_seconds)}; a ladder of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
     baseline = TfidfClassifier().fit(train.texts, train.labels)
     base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
     candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
-                       "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
+                       "tier": "baseline", "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
     log(f"  baseline TF-IDF + logistic regression: validation macro F1 {base_f1:.4f} "
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
 
-    # 2. Time each candidate on one batch; the probes are part of the budget. A model whose cheapest timed
-    # candidate is already over what is left is not loaded again to time its others: a strategy costs about
-    # the same forward and backward passes through the same body.
-    estimates, cheapest = [], {}
-    for p in planned:
-        entry = {"model": p.model, "model_name": model_display_name(p.model), "strategy": p.strategy,
-                 "regime": p.regime}
-        candidates.append(entry)
-        if left() <= 0:
-            entry.update(status="skipped", reason="the budget was spent before this candidate could be timed")
-            log(f"  skip {entry['model_name']} · {p.strategy}: {entry['reason']}")
-            continue
-        if cheapest.get(p.model, 0) > left():
-            entry.update(status="skipped", reason=f"not timed: this model's cheapest timed candidate is estimated "
-                                                  f"at {_fmt_duration(cheapest[p.model])}, over the "
-                                                  f"{_fmt_duration(left())} left")
-            log(f"  skip {entry['model_name']} · {p.strategy}: {entry['reason']}")
-            continue
-        try:
-            probe = probe_timing(p, train, settings)
-        except Exception as e:  # the candidate would fail the same way: record it, go on
-            entry.update(status="failed", reason="failed while timing a first batch", **_error_fields(e))
-            log(f"  {entry['model_name']} · {p.strategy}: failed while timing a first batch: {entry['error']}")
-            continue
-        est = estimate_seconds(probe, p.epochs, len(train), len(validation), len(test), full["batch_size"],
-                               p.regime)
-        # The winner's test scoring happens at the end: each candidate's estimate keeps room for it.
-        entry["estimated_seconds"] = est["total"]
-        estimates.append((est["total"], p, entry))
-        cheapest[p.model] = min(cheapest.get(p.model, est["total"]), est["total"])
-        log(f"  timed {entry['model_name']} · {p.strategy} · {p.regime}: estimated {_fmt_duration(est['total'])} "
-            f"({_fmt_duration(left())} of the budget left)")
-        gc.collect()
-
-    # 3. Cheapest first, while the estimate fits what is left.
-    for est, p, entry in sorted(estimates, key=lambda e: e[0]):
-        label = f"{entry['model_name']} · {p.strategy} · {p.regime}"
-        if est > left():
-            entry.update(status="skipped", reason=f"estimated {_fmt_duration(est)}, "
-                                                  f"{_fmt_duration(max(left(), 0))} of the budget left")
-            log(f"  skip {label}: {entry['reason']}")
-            continue
-        log(f"  {label}: estimated {_fmt_duration(est)} ({_fmt_duration(left())} left)")
-        clf = _train(p, settings, entry, train, validation, log)
-        if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"]:
-            best, best_entry = clf, entry
-        entry["plan"] = p
-        clf = None
-        gc.collect()
-
-    # 4. The learning rate of the best trained candidate, while the budget lasts.
-    trained = [c for c in candidates[1:] if c.get("status") == "ran"]
-    if lr_search and trained:
+    # 2. The ladder, cheap to dear, within the budget (headswap.bench.climb); frozen rungs of one model share one
+    # encoding pass. 3. With budget left: more epochs for the best fine-tuned rung, then its learning rate.
+    costs = Costs(len(train), len(validation), len(test), full["batch_size"])
+    climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
+    with feature_cache():
+        climb.run_all(ladder)
+    if more_epochs:
+        climb.extend(share=0.5 if lr_search else 1.0)
+    candidates.extend(climb.entries)
+    best, best_entry = climb.best, climb.best_entry
+    climb = None
+    trained = [c for c in candidates[1:] if c.get("status") == "ran" and c["plan"].fine_tuning]
+    if lr_search and trained and not any(c.get("time_bounded") for c in trained):
         top = max(trained, key=lambda c: c["validation_macro_f1"])
         for clf, entry in _lr_search(top, settings, train, validation, left, log):
             candidates.append(entry)
@@ -275,12 +236,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                 best, best_entry = clf, entry
             clf = None
             gc.collect()
+    elif lr_search and trained:
+        log("  learning-rate search: not tried, the budget went to a time-bounded run")
     for c in candidates:
         c.pop("plan", None)
 
     # 5. Ship the winner; 6. score it (as shipped) and the baseline on test, once.
     best_entry["winner"] = True
-    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "tuned",
+    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned",
                                                     "validation_macro_f1") if k in best_entry}
     tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
     log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
@@ -299,7 +262,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         m = clf.evaluate(test.texts, test.labels)
         row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
                if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
-               "regime": entry["regime"], "epochs": None if entry["model"] == "tfidf" else settings["epochs"],
+               "regime": entry["regime"], "epochs": entry.get("epochs"),
+               **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
                "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
                "runtime": getattr(clf, "runtime_", None), **_metric_fields(m),
                "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
@@ -312,7 +276,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         results["rows"].append(row)
         log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
-    summary["elapsed_seconds"] = meta["elapsed_seconds"] = time.perf_counter() - started
+    summary["elapsed_seconds"] = meta["elapsed_seconds"] = clock() - started
+    summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
     write_json(results, out / "results.json")
     write_text(out / "results.md", render_markdown(results))
     try:
@@ -322,28 +287,6 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         pass
     log(f"wrote {target} and the report ({out / 'results.md'}) in {_fmt_duration(summary['elapsed_seconds'])}")
     return results
-
-
-def _train(p, settings: dict, entry: dict, train, validation, log):
-    """Train one candidate on train (best epoch on validation) and record its validation macro F1 in entry;
-    returns the classifier, or None when it failed (recorded, never raised: one failure must not end the run)."""
-    from headswap.bench.plan import _classifier
-    from headswap.bench.report import _error_fields
-
-    t0, clf = time.perf_counter(), None
-    try:
-        clf = _classifier(p, settings)
-        clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
-        entry.update(status="ran", validation_macro_f1=_validation_f1(clf, validation),
-                     best_epoch=getattr(clf, "best_epoch_", None))
-    except Exception as e:
-        entry.update(status="failed", reason="failed while training", **_error_fields(e))
-        log(f"    failed: {entry['error']}")
-        clf = None
-    entry["seconds"] = time.perf_counter() - t0
-    if clf is not None:
-        log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
-    return clf
 
 
 def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
@@ -357,6 +300,7 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
     """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
     down the grid, then on in the direction that beat `top`, while it keeps improving by more than LR_MARGIN and
     `top`'s measured time fits what is left of the budget. A rate the user set is not searched."""
+    from headswap.bench.climb import train_one
     from headswap.bench.report import _fmt_duration
     from headswap.settings import default_body_lr, defaults
 
@@ -384,7 +328,7 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
             return
         log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(left())} left)")
         tries += 1
-        clf = _train(p, {**settings, name: rate}, entry, train, validation, log)
+        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs}, entry, train, validation, log)
         yield clf, entry
         if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
             best_f1 = entry["validation_macro_f1"]
@@ -396,6 +340,7 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
 
 def render_markdown(results: dict) -> str:
     """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
+    from headswap.bench.html_report import rung_note
     from headswap.bench.report import _cell, _fmt_duration, _num
 
     a = results["auto"]
@@ -403,16 +348,17 @@ def render_markdown(results: dict) -> str:
              f"{_fmt_duration(a.get('elapsed_seconds', 0))}. Winner on validation: **{a['winner']['model_name']} · "
              f"{a['winner']['strategy']} · {a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
              + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", "",
-             "## Candidates", "",
-             "| model | strategy | regime | status | estimated | took | validation macro F1 | why |",
-             "|---|---|---|---|---:|---:|---:|---|"]
+             f"Budget used: {a.get('budget_used', 0):.0%}.", "", "## The ladder", "",
+             "Cheap to dear: the baseline, static, heads on frozen features, fine-tuning, causal models last.", "",
+             "| tier | model | strategy | regime | rung | status | estimated | took | validation macro F1 | notes |",
+             "|---|---|---|---|---|---|---:|---:|---:|---|"]
     for c in a["candidates"]:
         name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
         lines.append("| " + " | ".join(_cell(v) for v in (
-            name, c["strategy"], c["regime"], c.get("status", "–"),
+            c.get("tier", "–"), name, c["strategy"], c["regime"], c.get("rung") or "–", c.get("status", "–"),
             _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
             _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
-            _num(c.get("validation_macro_f1"), ".4f"), c.get("error") or c.get("reason") or "")) + " |")
+            _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
     lines += ["", "## Test set (scored once, after the choice)", "",
               "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
     for r in results["rows"]:
@@ -423,3 +369,4 @@ def render_markdown(results: dict) -> str:
         lines += ["", "## Combinations not tried", ""]
         lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
     return "\n".join(lines) + "\n"
+

@@ -253,8 +253,10 @@ def _is_winner(candidate: dict, winner) -> bool:
     wanted = {"model_name": winner.get("model_name") or winner.get("model"), "strategy": winner.get("strategy"),
               "regime": winner.get("regime")}
     wanted = {k: v for k, v in wanted.items() if v is not None}
+    wanted.update({k: winner[k] for k in ("rung", "head") if winner.get(k) is not None})
     got = {"model_name": candidate.get("model_name") or candidate.get("model"),
-           "strategy": candidate.get("strategy"), "regime": candidate.get("regime")}
+           "strategy": candidate.get("strategy"), "regime": candidate.get("regime"),
+           "rung": candidate.get("rung"), "head": candidate.get("head")}
     return bool(wanted) and all(got[k] == v for k, v in wanted.items()) \
         and candidate.get("tuned") == winner.get("tuned")
 
@@ -286,8 +288,8 @@ def _auto(auto: dict) -> str:
 
     candidates = [c for c in auto.get("candidates") or [] if isinstance(c, dict)]
     if candidates:
-        header = [("model", ""), ("strategy", ""), ("regime", ""), ("status", ""), ("estimated", "num"),
-                  ("took", "num"), ("validation macro F1", "num"), ("reason", "")]
+        header = [("tier", ""), ("model", ""), ("strategy", ""), ("regime", ""), ("rung", ""), ("status", ""),
+                  ("estimated", "num"), ("took", "num"), ("validation macro F1", "num"), ("notes", "")]
         body = []
         for c in candidates:
             is_winner = bool(c.get("winner")) or (_is_winner(c, winner)
@@ -295,16 +297,16 @@ def _auto(auto: dict) -> str:
             status = c.get("status")
             status_html = _e(status) + (' <span class="tag winner">winner</span>' if is_winner else "")
             cls = "winner" if is_winner else ("failed" if status == "failed" else "")
-            body.append((cls, [_e(c.get("model_name") or c.get("model")), _e(c.get("strategy")),
-                               _e(c.get("regime")), status_html, _e(_seconds(c.get("estimated_seconds"))),
-                               _e(_seconds(c.get("seconds"))), _e(_num(c.get("validation_macro_f1"))),
-                               _reason(c)]))
+            body.append((cls, [_e(c.get("tier") or "–"), _e(c.get("model_name") or c.get("model")),
+                               _e(c.get("strategy")), _e(c.get("regime")), _e(c.get("rung") or "–"), status_html,
+                               _e(_seconds(c.get("estimated_seconds"))), _e(_seconds(c.get("seconds"))),
+                               _e(_num(c.get("validation_macro_f1"))), _reason(c)]))
         parts.append("<h3>Candidates</h3>" + _table(header, body))
     return "\n".join(parts) if parts else '<p class="muted">no auto details recorded</p>'
 
 
 def _reason(candidate: dict) -> str:
-    reason = _e(candidate.get("reason") or "")
+    reason = _e(rung_note({k: v for k, v in candidate.items() if k != "error"}))
     if candidate.get("error"):
         reason += f'<div class="error cellwrap">{_e(candidate["error"])}</div>'
     return reason
@@ -553,3 +555,16 @@ def screenshot(html_path, png_path, width: int = 1200, height: int = 2400, timeo
 def dump_dom(html_path, timeout: float = 90, browser: str | None = None) -> str:
     """The DOM as headless Chromium parsed it (serialised HTML)."""
     return _run_browser(["--dump-dom", Path(html_path).resolve().as_uri()], timeout, browser).stdout
+
+
+def rung_note(c: dict) -> str:
+    """A rung's one-line note: why it did not run, or how it was time-bounded and where it stopped."""
+    parts = [c.get("error") or c.get("reason") or ""]
+    bounded = c.get("time_bounded")
+    if bounded:
+        parts.append(f"time-bounded to {_seconds(bounded['limit_seconds'])} of training ({bounded['why']}), "
+                     f"{bounded['epochs']} epochs planned, validated every {bounded['eval_every_steps']} steps: "
+                     f"{bounded.get('stopped', '')}")
+    if c.get("best_epoch") is not None and c.get("status") == "ran" and c.get("tier") not in ("baseline", None):
+        parts.append(f"best epoch {c['best_epoch']}")
+    return "; ".join(p for p in parts if p)

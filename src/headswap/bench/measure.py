@@ -146,23 +146,28 @@ def _param_counts(module, causal: bool) -> dict:
     return out
 
 
-def probe_timing(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
-    """Time training and inference on one batch of a small stratified sample of the training data: the
-    basis of the row's time estimate. A trained row's probe runs two one-batch epochs: the second gives
-    the steady per-batch time, the first minus the second the one-off start-up cost. Inference is timed
-    after a two-text warm-up."""
+def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: int = 1) -> dict:
+    """Time training and inference on a small stratified sample of the training data: the basis of the row's
+    time estimate. A trained row's probe runs two epochs of `batches` batches each (one batch of all the sample's
+    texts when batches is 1, as bench does): the second gives the steady per-batch time (the first batches, warm-up
+    included, are not counted), the first minus the second the one-off start-up cost. Inference is timed over up
+    to 64 texts after a two-text warm-up."""
     batch_size = settings.get("batch_size", defaults()["batch_size"])
-    n = min(len(train), max(batch_size, len(set(train.labels))))
+    classes = len(set(train.labels))
+    n = min(len(train), max(batch_size * batches, classes if batches == 1 else min(classes, 2 * batch_size * batches)))
     sample = stratified_subset(train, n, settings.get("seed", 0))
+    per_epoch = batches if batches > 1 else 1
     t0 = time.perf_counter()
     clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
-                      batch_size=len(sample))
+                      batch_size=len(sample) if batches == 1 else batch_size, time_limit=None)
     clf.fit(sample.texts, sample.labels)
     batch_s = startup_s = None
     if p.epochs:
         first, second = (h["seconds"] for h in clf.history_[:2])
-        batch_s, startup_s = second * batch_size / len(sample), max(0.0, first - second)
-    texts = sample.texts[:32]
+        steps = max(clf.history_[1].get("steps") or per_epoch, 1)
+        batch_s = second / steps if batches > 1 else second * batch_size / len(sample)
+        startup_s = max(0.0, first - second)
+    texts = sample.texts[:64]
     clf.predict_proba(texts[:2])
     t1 = time.perf_counter()
     clf.predict_proba(texts)
@@ -172,6 +177,49 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
     del clf
     gc.collect()
     return result
+
+
+STATIC_TRAIN_TEXTS_PER_SECOND = 2000.0    # static trains a table lookup, pooling and a head: no transformer pass
+STATIC_TEXTS_PER_SECOND = 5000.0          # and predicts faster (6,400/s on one loaded core, BENCHMARKS.md)
+
+
+def probe_static(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
+    """probe_timing's figures for strategy static without distilling anything: its cost is the distillation
+    (every vocabulary token through the encoder once, unless the table for this vocabulary is cached), timed on
+    256 single-token inputs as model2vec runs them, plus training at a fixed rate."""
+    import torch
+
+    from headswap.models import load_model, resolve_model
+    from headswap.strategies.static import cache_dir, training_vocabulary, table_name
+
+    from transformers.utils import logging as hf_logging
+
+    t0 = time.perf_counter()
+    if not settings.get("progress", True):
+        hf_logging.disable_progress_bar()
+    try:
+        model, tokenizer, _ = load_model(resolve_model(p.model))
+    finally:
+        hf_logging.enable_progress_bar()
+    load = time.perf_counter() - t0
+    vocabulary = training_vocabulary(tokenizer, train.texts, settings.get("static_vocab_min_count",
+                                                                          defaults()["static_vocab_min_count"]))
+    cached = (cache_dir(model, table_name(model), vocabulary) / "model.safetensors").is_file()
+    distill = 0.0
+    if not cached:
+        specials = [t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None]
+        ids = torch.tensor([[*specials[:1], 1000 + i, *specials[1:]] for i in range(256)])
+        with torch.inference_mode():
+            model(input_ids=ids[:16], attention_mask=torch.ones_like(ids[:16]))
+            t1 = time.perf_counter()
+            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+            distill = (time.perf_counter() - t1) / len(ids) * (len(tokenizer) + len(vocabulary))
+    batch = settings.get("batch_size", defaults()["batch_size"])
+    del model
+    gc.collect()
+    return {"load_seconds": load + distill, "distill_seconds": distill, "table_cached": cached,
+            "train_batch_seconds": batch / STATIC_TRAIN_TEXTS_PER_SECOND, "train_startup_seconds": 0.0,
+            "inference_seconds_per_text": 1.0 / STATIC_TEXTS_PER_SECOND, "probe_seconds": time.perf_counter() - t0}
 
 
 def estimate_seconds(probe: dict, epochs: int, n_train: int, n_validation: int | None, n_test: int,

@@ -267,3 +267,4 @@ def _log_row(row: dict, log) -> None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+

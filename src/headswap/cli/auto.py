@@ -9,10 +9,13 @@ from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
 from headswap.cli.options import add_settings, duration, settings_from
 
 HELP = "train what fits a time budget, pick the best on validation, save it (exported when it can be)"
-DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline; times every (model, strategy) candidate on "
-               "one batch and runs them cheapest first while they fit the budget; picks the best validation macro "
-               "F1 (never test) and saves it as OUT/model (ONNX-exported for encoder strategies); scores only the "
-               "winner and the baseline on the test set, once. Writes OUT/results.json, results.md, report.html.")
+DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline, then climbs a cost ladder: static, head-only "
+               "heads on frozen features (logistic regression, linear, MLP; one encoding pass per model), fine-tuning, "
+               "causal models last, each estimated from a short probe. A fine-tuning rung that does not fit runs "
+               "time-bounded with what is left (best weights kept); budget left over goes to more epochs and the "
+               "learning rate. Picks the best validation macro F1 (never test) and saves it as OUT/model (ONNX-"
+               "exported for encoder strategies); scores only the winner and the baseline on the test set, once. "
+               "Writes OUT/results.json, results.md, report.html.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-lr-search", dest="lr_search", action="store_false",
                    help="do not spend what is left of the budget retraining the best candidate at other learning "
                    "rates (a rate given with --body-lr / --head-lr is never searched)")
+    p.add_argument("--no-more-epochs", dest="more_epochs", action="store_false",
+                   help="do not spend what is left of the budget training the best fine-tuned rung for more epochs "
+                   "(tried only while its last epoch was its best)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS, epochs=1)
 
@@ -51,6 +57,6 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
-             lr_search=args.lr_search,
+             lr_search=args.lr_search, more_epochs=args.more_epochs,
              **settings_from(args, skip=NOT_SETTINGS))
     return 0

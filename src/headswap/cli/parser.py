@@ -8,6 +8,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 
 from headswap.errors import HeadswapError
@@ -38,8 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """`--budget -5m` as `--budget=-5m`: argparse takes a value that starts with '-' for an option and answers
+    "expected one argument"; joined, the value reaches its own check and its own message."""
+    out = []
+    for arg in argv:
+        if out and out[-1] in VALUE_OPTIONS and re.match(r"^-\.?\d", arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_negative_values(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return args.func(args)
@@ -63,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         what = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
         print(f"headswap {args.command}: error: {where}{what}", file=sys.stderr)
         return 2
+
+
+VALUE_OPTIONS = ("--budget",)     # options whose value may be written negative (and is then refused by its check)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ class Strategy:
     few_shot: bool = False          # made for a few texts per class; bench runs it only when named
     exportable: bool = False        # `headswap export` can write it as an ONNX graph (encoder bodies)
     chunkable: bool = True          # encodes each text on its own (Build.plain_encoder): chunk_stride applies
+    frozen_features: bool = False   # head-only trains on the frozen body's pooled features (auto's cheap rungs)
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""

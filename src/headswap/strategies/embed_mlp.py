@@ -17,6 +17,7 @@ class EmbedMLP(Strategy):
     encoder_only = True
     multi_label = True
     exportable = True
+    frozen_features = True
 
     def build(self, b: Build):
         from headswap.nn.classifier import Classifier

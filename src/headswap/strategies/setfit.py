@@ -38,6 +38,7 @@ class SetFit(EmbedMLP):
     default_regime = "head-only"
     multi_label = False
     few_shot = True       # pairs grow with the data: 40 per text per epoch by default
+    frozen_features = False   # its body is tuned on pairs first
 
     def build(self, b):
         module = super().build(b)

@@ -66,6 +66,11 @@ def cache_dir(model, name: str, vocabulary: list[str] | None = None) -> Path:
     return cache_root() / "static" / f"{safe}-{_fingerprint(model, params)}"
 
 
+def table_name(model) -> str:
+    """The name a base model's distilled tables are cached under: the last two parts of its folder."""
+    return "-".join(Path(str(getattr(model, "name_or_path", "") or "encoder")).parts[-2:])
+
+
 def training_vocabulary(tokenizer, texts, min_count: int) -> list[str]:
     """The words of `texts`, split as the encoder's tokenizer splits them (its normalizer, then its
     pre-tokenizer), seen at least `min_count` times and not already one token; most frequent first."""
@@ -179,12 +184,11 @@ class Static(Strategy):
                               f"{params['pooling']!r} would read one word; use mean, max or attention")
 
     def text_encoder(self, b: Build):
-        parts = Path(str(getattr(b.hf_model, "name_or_path", "") or "encoder")).parts
         # Training builds the vocabulary from its texts; loading rebuilds the table the saved model was built on.
         vocabulary = b.restored.get("static_vocabulary") if b.texts is None else training_vocabulary(
             b.tokenizer, b.texts, b.params["static_vocab_min_count"])
         b.saved["static_vocabulary"] = vocabulary or []
-        b.static = distilled(b.hf_model, b.tokenizer, "-".join(parts[-2:]), vocabulary)
+        b.static = distilled(b.hf_model, b.tokenizer, table_name(b.hf_model), vocabulary)
         from headswap.text.encoding import TextEncoder
         # The whole list tokenized in one call of the Rust tokenizer (TextEncoder's path without special tokens).
         return TextEncoder(text_tokenizer(b.static), "plain", b.params["max_length"], special_tokens=False,

@@ -78,6 +78,7 @@ class TrainResult:
     texts_per_second: float
     resumed_epoch: int = 0    # epochs restored from a checkpoint instead of trained in this call
     best_eval_logits: torch.Tensor | None = None   # validation logits of the kept epoch, when this call computed them
+    stopped: str | None = None     # why training ended before its last epoch (time_limit), None when it did not
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "best_eval_logits"}
@@ -237,6 +238,23 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     steps_per_epoch = len(loader)
     run.begin(model, optimizer, scheduler, steps_per_epoch)
     best_logits, start = None, time.perf_counter()
+    deadline = None if cfg.time_limit is None else start + cfg.time_limit
+    stopped = None     # why training ended before its last epoch (the time limit), for the log and the result
+
+    def validated(entry: EpochLog) -> bool:
+        """Score the model on the validation items into `entry`, record it; True when it is the best so far."""
+        nonlocal best_logits
+        logits = None
+        if eval_items is not None:
+            logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
+            m = score_logits(eval_per_text(logits) if eval_per_text else logits, eval_labels, label_names,
+                             positive_label)
+            entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
+        best = run.record(entry)
+        if best:
+            best_logits = logits
+        return best
+
     for epoch in range(run.resumed_epoch + 1, cfg.epochs + 1):
         model.train()
         steps, loss_sum, seen, seconds = run.start_epoch(epoch, sampler)
@@ -256,30 +274,46 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
             if run.mid_epoch_due(steps):
                 run.save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
+            if deadline is not None and time.perf_counter() >= deadline:
+                stopped = f"time limit {cfg.time_limit:.0f} s reached after {steps} of {steps_per_epoch} steps of " \
+                          f"epoch {epoch}"
+                break
+            if cfg.eval_every and eval_items is not None and steps % cfg.eval_every == 0 and steps < steps_per_epoch:
+                # Validation inside the epoch: a run cut short keeps the best weights seen, not only epoch ends'.
+                part = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
+                validated(part)
+                if log and main:
+                    log(f"  epoch {epoch}/{cfg.epochs}, step {steps}/{steps_per_epoch}: validation {cfg.metric} "
+                        f"{part.score:.4f}")
+                model.train()
+        bar.close()
         loss_sum, seen = _over_processes(accelerator, loss_sum, seen)
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
-        if eval_items is not None:
-            logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
-            m = score_logits(eval_per_text(logits) if eval_per_text else logits, eval_labels, label_names,
-                             positive_label)
-            entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
-        if run.record(entry):
-            best_logits = logits
+        validated(entry)
         if log and main:
             val = f", validation {cfg.metric} {entry.score:.4f}" if entry.score is not None else ""
-            log(f"  epoch {epoch}/{cfg.epochs}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
+            part = f" (stopped at step {steps}/{steps_per_epoch}: time limit)" if stopped else ""
+            log(f"  epoch {epoch}/{cfg.epochs}{part}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
+        if stopped:
+            break    # no epoch-end checkpoint for an epoch cut short: a resume must not take it as complete
         run.save(epoch)
         if on_epoch_end:
             on_epoch_end(entry)
     train_seconds = time.perf_counter() - start
-    if run.restore_best() and log and main and run.best_epoch != cfg.epochs:
-        log(f"  restored epoch {run.best_epoch} ({cfg.metric} {run.best_score:.4f})")
-    if not (cfg.keep_best or run.best_epoch == cfg.epochs):
-        best_logits = None     # the weights left are the last epoch's, not those the logits came from
-    n_train = len(train_items) * (cfg.epochs - run.resumed_epoch) - min(run.skipped, len(train_items))
+    if run.restore_best() and log and main and (stopped or run.best_epoch != cfg.epochs):
+        log(f"  restored the best validated weights: epoch {run.best_epoch} ({cfg.metric} {run.best_score:.4f})")
+    if not (cfg.keep_best or run.best_epoch == cfg.epochs) or (stopped and not cfg.keep_best):
+        best_logits = None     # the weights left are the last step's, not those the logits came from
+    if stopped and log and main:
+        log(f"  {stopped}")
+    if stopped:    # the items of the full epochs before, and the batches of the one cut short
+        n_train = min(len(train_items) * (epoch - 1 - run.resumed_epoch) + steps * cfg.batch_size,
+                      len(train_items) * (epoch - run.resumed_epoch))
+    else:
+        n_train = len(train_items) * (cfg.epochs - run.resumed_epoch) - min(run.skipped, len(train_items))
     return TrainResult(run.history, run.best_epoch, run.best_score, train_seconds, trainable,
                        n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=run.resumed_epoch,
-                       best_eval_logits=best_logits)
+                       best_eval_logits=best_logits, stopped=stopped)
 
 
 def score_logits(logits, labels, label_names, positive_label="auto"):

@@ -1,0 +1,232 @@
+"""Climbing auto's cost ladder (headswap.bench.ladder) within a time budget.
+
+Cheap rungs (static, frozen heads) run when their estimate fits what is left after keeping room to ship the winner.
+A fine-tuning rung runs in full when it needs at most half of what is left; the first one that needs more becomes
+the lead: it runs time-bounded with everything left (epochs rounded up, validated every few steps, its best weights
+kept), and the rungs after it are not run. When every rung fitted, what is left goes where the validation curve
+says it pays: more epochs for the best fine-tuned rung while its last epoch was its best, then its learning rate.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from typing import Callable
+
+from headswap.bench.ladder import MIN_EPOCH_SHARE, PROBE_GUESS, Costs, Rung
+
+FINAL_MARGIN = 0.02     # of the budget, kept free besides each rung's reserve: the clock is read between steps
+
+
+def entry_for(rung: Rung) -> dict:
+    from headswap.bench.html_report import model_display_name
+
+    return {"model": rung.model, "model_name": model_display_name(rung.model), "strategy": rung.strategy,
+            "regime": rung.regime, "tier": rung.tier, "rung": rung.name, "epochs": rung.epochs,
+            **({"head": rung.head, "head_fit": rung.head_fit} if rung.head else {})}
+
+
+def label(e: dict) -> str:
+    extra = f" · {e['rung']}" if e.get("rung") and e["rung"] != e["regime"] else ""
+    return f"{e['model_name']} · {e['strategy']} · {e['regime']}{extra}"
+
+
+def validation_f1(clf) -> float:
+    """The kept weights' validation macro F1: the best-scored entry of the training history (the loop restores
+    it), whether entries are epochs or validations inside one; scored afresh when there is none."""
+    scored = [h for h in getattr(clf, "history_", []) or [] if h.get("score") is not None
+              and (h.get("metrics") or {}).get("macro")]
+    if scored:
+        return float(max(scored, key=lambda h: h["score"])["metrics"]["macro"]["f1"])
+    raise ValueError("the classifier's training history holds no validation scores")
+
+
+class Climb:
+    """Runs rungs, keeps the best classifier on validation macro F1 (ties: the earlier, cheaper one)."""
+
+    def __init__(self, settings: dict, train, validation, costs: Costs, budget: float, left: Callable[[], float],
+                 log: Callable[[str], None], best, best_entry: dict):
+        self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
+        self.budget, self.left, self.log = budget, left, log
+        self.best, self.best_entry = best, best_entry
+        self.entries: list[dict] = []
+        self.lead: dict | None = None
+        self.dear: list[Rung] = []
+        self.probe_seconds: dict[str, float] = {}
+
+    # ---- one rung -----------------------------------------------------------------------------------
+    def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
+        entry.update(status=status, reason=reason)
+        self.log(f"  skip {label(entry)}: {reason}")
+
+    def room(self, rung: Rung) -> float:
+        """Seconds this rung may take: what is left, less its reserve and the final margin."""
+        return self.left() - self.costs.reserve(rung) - FINAL_MARGIN * self.budget
+
+    def probe(self, rung: Rung, entry: dict) -> bool:
+        from headswap.bench.measure import probe_static, probe_timing
+        from headswap.bench.report import _error_fields
+
+        if self.costs.probe(rung) is not None:
+            return True
+        guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
+        if self.left() - FINAL_MARGIN * self.budget < guess:
+            self.skip(entry, f"not timed: {_dur(self.left())} left, and timing it takes about {_dur(guess)}")
+            return False
+        try:   # frozen rungs are timed with the loop-trained head: what their epochs cost
+            probe = probe_static(rung, self.train, self.settings) if rung.strategy == "static" else \
+                probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4)
+        except Exception as e:  # the rung would fail the same way: record it, go on
+            entry.update(status="failed", reason="failed while timing a few batches", **_error_fields(e))
+            self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")
+            return False
+        self.costs.probes[rung.cost_key] = probe
+        self.probe_seconds[rung.model] = probe["probe_seconds"]
+        gc.collect()
+        return True
+
+    def run_all(self, ladder: list[Rung]) -> None:
+        """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
+        (fine-tuning; the causal models last) in ladder order."""
+        cheap = [r for r in ladder if r.tier in ("static", "frozen")]
+        self.dear = [r for r in ladder if r.tier not in ("static", "frozen")]
+        ready = []
+        for rung in cheap:
+            entry = entry_for(rung)
+            if self.left() > FINAL_MARGIN * self.budget and self.probe(rung, entry):
+                ready.append((self.costs.estimate(rung), rung))
+            else:
+                self.entries.append(entry)
+                if "status" not in entry:
+                    self.skip(entry, "the budget was spent before this rung")
+        # Cheapest first; the frozen rungs after the first of a model reuse its encoding pass, so they stay together.
+        first = {}
+        for est, rung in ready:
+            first[(rung.model, rung.strategy)] = min(first.get((rung.model, rung.strategy), est), est)
+        for _, rung in sorted(ready, key=lambda e: (first[(e[1].model, e[1].strategy)], e[1].head_fit != "logistic")):
+            self.run(rung)
+        for rung in self.dear:
+            self.run(rung)
+
+    def run(self, rung: Rung) -> None:
+        entry = entry_for(rung)
+        self.entries.append(entry)
+        if self.lead is not None:
+            return self.skip(entry, f"not run: the budget left went to {label(self.lead)}, time-bounded")
+        if self.left() <= FINAL_MARGIN * self.budget:
+            return self.skip(entry, "the budget was spent before this rung")
+        if not self.probe(rung, entry):
+            return
+        c = self.costs
+        est, room = c.estimate(rung), self.room(rung)
+        entry["estimated_seconds"] = est
+        if not rung.fine_tuning:
+            later = any(r.fine_tuning for r in self.dear[self.dear.index(rung) + 1:]) if rung in self.dear \
+                else any(r.fine_tuning for r in self.dear)
+            share = room / 2 if later else room     # fine-tuning rungs wait: half of what is left stays theirs
+            if est > share:
+                return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
+                                        + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
+                                        f"keeping {_dur(c.reserve(rung))} to ship it")
+            return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0))
+        if est <= room / 2:
+            return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0), learn=est)
+        # The lead: everything left, time-bounded.
+        epoch, load = c.epoch_seconds(rung), c.load_seconds(rung)
+        startup = c.probe(rung).get("train_startup_seconds") or 0.0
+        final_val = c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
+        train_s = room - load - startup - final_val
+        if train_s < MIN_EPOCH_SHARE * epoch:
+            return self.skip(entry, f"one epoch is estimated at {_dur(epoch)}; {_dur(max(room, 0))} left is less "
+                                    f"than a {MIN_EPOCH_SHARE:.0%} share of one")
+        self.bounded(rung, entry, train_s, why="did not fit half of what was left")
+        self.lead = entry
+
+    def bounded(self, rung: Rung, entry: dict, train_s: float, why: str) -> None:
+        """Train `rung` time-bounded: `train_s` seconds of the training loop, epochs rounded up."""
+        epochs = self.costs.bounded_epochs(rung, train_s)
+        every = self.costs.eval_every(rung, epochs)
+        entry.update(epochs=epochs, time_bounded={"limit_seconds": round(train_s, 1), "epochs": epochs,
+                                                  "eval_every_steps": every, "why": why})
+        self.log(f"  {label(entry)}: time-bounded, {_dur(train_s)} of training ({epochs} epochs planned, validated "
+                 f"every {every} steps), {_dur(self.left())} left")
+        self.train_rung(rung, entry, time_limit=train_s, epochs=epochs, eval_every=every, announce=False)
+        stopped = next((n for n in (entry.get("notes") or []) if n.startswith("training stopped early")), None)
+        entry["time_bounded"]["stopped"] = stopped.split(": ", 1)[1].split(";")[0] if stopped else \
+            "finished its epochs within the limit"
+
+    def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
+                   eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
+        if announce:
+            self.log(f"  {label(entry)}: estimated {_dur(entry['estimated_seconds'])} ({_dur(self.left())} left)")
+        settings = {**rung.settings(self.settings), **extra, "time_limit": time_limit,
+                    "epochs": rung.epochs if epochs is None else epochs}
+        if eval_every:
+            settings["eval_every"] = eval_every
+        clf = train_one(rung, settings, entry, self.train, self.validation, self.log)
+        entry["plan"] = rung
+        if clf is not None:
+            if learn is not None:
+                self.costs.learn(rung, learn, entry["seconds"])
+            if rung.regime == "head-only":
+                self.costs.encoded.add((rung.model, rung.strategy))
+            if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
+                self.best, self.best_entry = clf, entry
+        clf = None
+        gc.collect()
+
+    # ---- after the ladder -----------------------------------------------------------------------------
+    def extend(self, share: float = 1.0) -> None:
+        """More epochs for the best fine-tuned rung, when budget is left and its curve still rose at the end: with
+        `share` of what is left (the learning-rate search may use the rest)."""
+        tuned = [e for e in self.entries if e.get("status") == "ran" and e["plan"].fine_tuning]
+        if self.lead is not None or not tuned:
+            return
+        top = max(tuned, key=lambda e: e["validation_macro_f1"])
+        rung: Rung = top["plan"]
+        if top.get("best_epoch") != top.get("epochs"):
+            self.log(f"  more epochs: not tried, {label(top)} peaked at epoch {top.get('best_epoch')} of "
+                     f"{top.get('epochs')}")
+            return
+        c = self.costs
+        per_epoch = (top["seconds"] - c.load_seconds(rung)) / max(top["epochs"], 1)
+        room = self.room(rung) * share
+        train_s = room - c.load_seconds(rung) - c.n_validation * c.per_text(rung)
+        if per_epoch <= 0 or train_s < (top["epochs"] + 1) * per_epoch:
+            self.log(f"  more epochs: {label(top)} took {_dur(per_epoch)} an epoch; {_dur(max(room, 0))} left is "
+                     f"not enough for {top['epochs'] + 1}")
+            return
+        entry = {**entry_for(rung), "estimated_seconds": room, "rung": "more epochs"}
+        self.entries.append(entry)
+        c.factor[rung.model] = per_epoch / max(c.epoch_seconds(rung) / c.factor.get(rung.model, 1.0), 1e-9)
+        self.bounded(rung, entry, train_s, why=f"more epochs for {label(top)}: its last epoch was its best")
+
+
+def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
+    """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
+    it failed (recorded, never raised: one failure must not end the run)."""
+    from headswap.bench.plan import _classifier
+    from headswap.bench.report import _error_fields
+
+    t0, clf = time.perf_counter(), None
+    try:
+        clf = _classifier(rung, settings, epochs=settings["epochs"])
+        clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
+        entry.update(status="ran", validation_macro_f1=validation_f1(clf), best_epoch=getattr(clf, "best_epoch_", None))
+        if clf.notes_:
+            entry["notes"] = list(clf.notes_)
+    except Exception as e:
+        entry.update(status="failed", reason="failed while training", **_error_fields(e))
+        log(f"    failed: {entry['error']}")
+        clf = None
+    entry["seconds"] = time.perf_counter() - t0
+    if clf is not None:
+        log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
+    return clf
+
+
+def _dur(seconds: float) -> str:
+    from headswap.bench.report import _fmt_duration
+
+    return _fmt_duration(seconds) if math.isfinite(seconds) else "?"

@@ -1,0 +1,160 @@
+"""auto's cost ladder: the candidates ("rungs") from cheapest to dearest, what each is estimated to cost, and the
+rules that share a time budget among them.
+
+Tiers, in the order they run: the TF-IDF baseline; `static` (no transformer pass); `frozen`: every encoder strategy
+whose head trains on the frozen body's pooled features, head-only on features computed once per model (a logistic
+regression fitted by scikit-learn, a linear and an MLP head: headswap.inference.feature_cache shares the encoding
+pass); `fine-tune`: the encoder strategies in their own regime (full, LoRA); `causal`: the causal models' rungs,
+frozen and fine-tuned, last. Within a tier, rungs run cheapest first.
+
+Estimates come from probes (headswap.bench.measure.probe_timing), one per model and cost (a strategy's passes per
+text: strategies that read the text alone through the same body in the same regime cost the same and share one),
+and are corrected by what the run measures as it goes (Costs.learn).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from headswap.bench.plan import PlannedRow, plan_bench
+from headswap.strategies import get
+
+TIERS = ("baseline", "static", "frozen", "fine-tune", "causal")
+HEAD_EPOCHS = 20          # a frozen rung's head trains this many epochs on cached features (seconds)
+HEAD_BATCH = 64           # ... in batches this large: on cached features a step's cost is the loop's own overhead
+# (name, head, head_fit) of the frozen rungs: logistic regression is the cheapest head and often the best.
+FROZEN_HEADS = (("logistic", "linear", "logistic"), ("linear", "linear", "loop"), ("mlp", "mlp", "loop"))
+MIN_EPOCH_SHARE = 0.25    # a time-bounded fine-tuning rung must be able to train at least this much of an epoch
+SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of the model's load time (at least 2 s)
+# What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
+# converted on its first load: 30-48 s here).
+PROBE_GUESS = {"encoder": 10.0, "causal": 30.0}
+
+
+@dataclass
+class Rung(PlannedRow):
+    tier: str = "fine-tune"
+    head: str | None = None        # the head a frozen rung fits (None: the settings' head)
+    head_fit: str = "loop"
+    name: str = ""                 # the rung's short name in tables: "logistic head", "linear head", "full", ...
+
+    def settings(self, base: dict) -> dict:
+        """The run's settings with this rung's own on top."""
+        out = dict(base)
+        if self.head is not None:     # a frozen rung: its head, fitted its way
+            out["head"], out["head_fit"] = self.head, self.head_fit
+            out["batch_size"] = max(out.get("batch_size") or 0, HEAD_BATCH)
+        return out
+
+    @property
+    def cost_key(self) -> tuple:
+        """Rungs with one key cost the same per text: one probe times them all."""
+        s = get(self.strategy)
+        group = s.name if (s.prompted or not s.chunkable or not s.has_head or self.strategy == "static") else "plain"
+        return self.model, "head-only" if self.regime == "head-only" else self.regime, group
+
+    @property
+    def fine_tuning(self) -> bool:
+        return self.regime != "head-only" and self.strategy != "static"
+
+
+def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: str = "auto", head: str = "auto",
+                chunking: bool = False) -> tuple[list[Rung], list[dict]]:
+    """Every rung to consider, in ladder order, and the (model, strategy) pairs that cannot run, with reasons.
+    regime/head as the user set them: a regime other than auto keeps only that regime's rungs; a head other than
+    auto gives the frozen tier that one head (fitted by the loop)."""
+    rows, skipped = plan_bench(model_kinds, strategies, epochs, regime, zero_shot=False, chunking=chunking)
+    rungs: list[Rung] = []
+    for p in rows:
+        s = get(p.strategy)
+        causal = p.kind == "causal"
+        if p.strategy == "static":
+            rungs.append(Rung(p.model, p.kind, p.strategy, p.regime, p.epochs, tier="static", name=p.regime))
+            continue
+        frozen = s.frozen_features and s.has_head and regime in ("auto", "head-only")
+        if frozen:
+            heads = FROZEN_HEADS if head == "auto" else ((f"{head} head", head, "loop"),)
+            for name, h, how in heads:
+                rungs.append(Rung(p.model, p.kind, p.strategy, "head-only", HEAD_EPOCHS if how == "loop" else 1,
+                                  tier="causal" if causal else "frozen", head=h, head_fit=how,
+                                  name=name if name.endswith("head") else f"{name} head"))
+        if p.regime != "head-only" or not frozen:
+            rungs.append(Rung(p.model, p.kind, p.strategy, p.regime, p.epochs, tier="causal" if causal else "fine-tune",
+                              name=p.regime))
+    order = {t: i for i, t in enumerate(TIERS)}
+    # Stable: within a tier the plan's order (models as given, strategies as listed) until estimates re-sort it.
+    rungs.sort(key=lambda r: (order[r.tier], r.regime != "head-only"))
+    return rungs, skipped
+
+
+@dataclass
+class Costs:
+    """Probes by cost key, and each model's measured/estimated ratio so far (the correction)."""
+
+    n_train: int
+    n_validation: int
+    n_test: int
+    batch_size: int
+    probes: dict = field(default_factory=dict)
+    factor: dict = field(default_factory=dict)
+    encoded: set = field(default_factory=set)     # (model, strategy) whose features are in the feature cache
+
+    def probe(self, rung: Rung) -> dict | None:
+        return self.probes.get(rung.cost_key)
+
+    def per_text(self, rung: Rung) -> float:
+        """Forward-only seconds per text (inference, and the frozen tier's encoding pass)."""
+        p = self.probe(rung)
+        return p["inference_seconds_per_text"] if p else 0.0
+
+    def epoch_seconds(self, rung: Rung) -> float:
+        """One training epoch with its end-of-epoch validation, corrected."""
+        p = self.probe(rung)
+        batches = math.ceil(self.n_train / self.batch(rung))
+        val = 0.0 if rung.regime == "head-only" else self.n_validation * p["inference_seconds_per_text"]
+        return (batches * (p["train_batch_seconds"] or 0.0) + val) * self.factor.get(rung.model, 1.0)
+
+    def batch(self, rung: Rung) -> int:
+        return max(self.batch_size, HEAD_BATCH) if rung.head is not None else self.batch_size
+
+    def load_seconds(self, rung: Rung) -> float:
+        return self.probe(rung)["load_seconds"]
+
+    def estimate(self, rung: Rung, epochs: int | None = None) -> float:
+        """Seconds to train the rung (load, encoding pass for a frozen rung, epochs); scoring test is reserve()'s."""
+        p = self.probe(rung)
+        epochs = rung.epochs if epochs is None else epochs
+        train = (p.get("train_startup_seconds") or 0.0) + epochs * self.epoch_seconds(rung)
+        if rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded:
+            train += (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
+        return p["load_seconds"] + train
+
+    def reserve(self, rung: Rung) -> float:
+        """What must stay free for the rung to be shipped if it wins: loading it, scoring test, saving/exporting."""
+        p = self.probe(rung)
+        load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
+        ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
+        return load + 1.5 * self.n_test * p["inference_seconds_per_text"] + ship
+
+    def learn(self, rung: Rung, estimated: float, measured: float) -> None:
+        """Correct the model's later estimates by what this run took against its estimate (bounded: one noisy
+        run must not stop everything)."""
+        if estimated > 0 and measured > 0:
+            ratio = self.factor.get(rung.model, 1.0) * measured / estimated
+            self.factor[rung.model] = min(max(ratio, 0.5), 3.0)
+
+    def bounded_epochs(self, rung: Rung, seconds: float) -> int:
+        """Epochs of a time-bounded run given `seconds` of training: at least the rung's own, rounded up so the
+        time limit (not the epoch count) ends it."""
+        per = self.epoch_seconds(rung)
+        return max(rung.epochs, math.ceil(seconds / per) if per > 0 else rung.epochs)
+
+    def eval_every(self, rung: Rung, epochs: int) -> int:
+        """Validate every N steps: about four times an epoch, and at most a fifth of the training time."""
+        steps = math.ceil(self.n_train / self.batch(rung))
+        p = self.probe(rung)
+        batch_s = p["train_batch_seconds"] or 0.0
+        val_s = self.n_validation * p["inference_seconds_per_text"]
+        cheapest = math.ceil(val_s / (0.2 * batch_s)) if batch_s > 0 else steps
+        return max(1, min(steps, max(math.ceil(steps / 4), cheapest)))

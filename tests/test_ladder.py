@@ -1,0 +1,210 @@
+"""auto's cost ladder: the rungs' order, a time-bounded run that stops on time and keeps its best weights, the
+logistic head on cached features, probes shared by rungs of one cost, skip reasons, and budget accounting on a
+fake clock."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from test_bench import _write_split
+from tiny_models import make_tiny_causal, make_tiny_encoder
+
+import headswap.bench.climb
+import headswap.bench.measure
+from headswap.api import TextClassifier, load_model
+from headswap.bench.auto import auto
+from headswap.bench.ladder import FROZEN_HEADS, TIERS, Costs, plan_ladder
+from headswap.errors import ConfigError
+from headswap.inference import feature_cache
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ladder")
+    torch.manual_seed(0)
+    enc, cau = make_tiny_encoder(root / "tiny-enc"), make_tiny_causal(root / "tiny-causal")
+    data = root / "data"
+    data.mkdir()
+    _write_split(data / "train.csv", 45)
+    _write_split(data / "validation.csv", 15, offset=50)
+    _write_split(data / "test.csv", 21, offset=100)
+    return root, str(enc), str(cau), data
+
+
+TEXTS = [f"free prize win cash {i}" for i in range(30)] + [f"see you at lunch today {i}" for i in range(30)]
+LABELS = ["spam"] * 30 + ["ham"] * 30
+
+
+def test_the_ladder_runs_cheap_to_dear_with_causal_models_last():
+    rungs, skipped = plan_ladder({"enc": "encoder", "cau": "causal"},
+                                 ["encoder-mlp", "static", "cross-encoder", "causal-embedding-mlp", "slm-logits"], 1)
+    tiers = [r.tier for r in rungs]
+    assert tiers == sorted(tiers, key=TIERS.index), tiers
+    assert [r.strategy for r in rungs if r.tier == "static"] == ["static"]
+    frozen = [(r.model, r.strategy, r.regime, r.head, r.head_fit) for r in rungs if r.tier == "frozen"]
+    assert frozen == [("enc", "encoder-mlp", "head-only", h, fit) for _, h, fit in FROZEN_HEADS]
+    assert {(r.strategy, r.regime) for r in rungs if r.tier == "fine-tune"} == {("encoder-mlp", "full"),
+                                                                               ("cross-encoder", "full")}
+    causal = [r for r in rungs if r.tier == "causal"]
+    assert {r.model for r in causal} == {"cau"} and causal[0].regime == "head-only"     # its frozen heads first
+    assert {(r.strategy, r.regime) for r in causal if r.fine_tuning} == {("causal-embedding-mlp", "lora"),
+                                                                        ("slm-logits", "lora")}
+    assert {(s["model"], s["strategy"]) for s in skipped} >= {("enc", "slm-logits"), ("cau", "static")}
+    # the frozen rungs of one model and strategy share a probe; the full rungs of plain strategies share one
+    assert len({r.cost_key for r in rungs if r.tier == "frozen"}) == 1
+    assert rungs[-1].cost_key != [r for r in rungs if r.tier == "fine-tune"][0].cost_key
+
+
+def test_a_given_regime_or_head_narrows_the_ladder():
+    rungs, _ = plan_ladder({"enc": "encoder"}, ["encoder-mlp"], 1, regime="full")
+    assert [(r.tier, r.regime) for r in rungs] == [("fine-tune", "full")]
+    rungs, _ = plan_ladder({"enc": "encoder"}, ["encoder-mlp"], 1, head="mlp")
+    assert [(r.regime, r.head, r.head_fit) for r in rungs] == [("head-only", "mlp", "loop"), ("full", None, "loop")]
+
+
+def test_a_time_bounded_run_stops_on_time_and_keeps_its_best_weights(world):
+    _, enc, _, _ = world
+    t0 = time.perf_counter()
+    clf = TextClassifier(model=enc, regime="full", epochs=100000, batch_size=4, time_limit=1.5, eval_every=3,
+                         temperature_scaling=False, progress=False, seed=1)
+    clf.fit(TEXTS[::2], LABELS[::2], eval_texts=TEXTS[1::2], eval_labels=LABELS[1::2])
+    assert time.perf_counter() - t0 - clf.build_seconds_ < 1.5 + 2.0
+    assert clf.train_seconds_ < 1.5 + 1.0
+    assert any(n.startswith("training stopped early: time limit") for n in clf.notes_), clf.notes_
+    scores = [h["score"] for h in clf.history_]
+    assert len(scores) > 2 and any(h["steps"] % 8 for h in clf.history_)     # validated inside epochs too
+    kept = clf.evaluate(TEXTS[1::2], LABELS[1::2]).f1("macro")
+    assert kept == pytest.approx(max(scores))          # the best validated weights, not the last step's
+
+
+def test_the_logistic_head_is_scikit_learns_logistic_regression_folded_into_a_linear_head(world, tmp_path):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+    _, enc, _, _ = world
+    with feature_cache() as store:
+        clf = TextClassifier(model=enc, regime="head-only", head="linear", head_fit="logistic", progress=False,
+                             temperature_scaling=False)
+        clf.fit(TEXTS[::2], LABELS[::2], eval_texts=TEXTS[1::3], eval_labels=LABELS[1::3])
+        mlp = TextClassifier(model=enc, regime="head-only", head="mlp", epochs=2, progress=False)
+        mlp.fit(TEXTS[::2], LABELS[::2], eval_texts=TEXTS[1::3], eval_labels=LABELS[1::3])
+        assert len(store) == 2              # train and validation features, encoded once for both fits
+    train_feats = next(f for f in store.values() if len(f) == len(TEXTS[::2]))
+    x = train_feats.double().numpy()
+    y = np.array([clf.labels_.index(lab) for lab in LABELS[::2]])
+    best = clf.history_[[h["score"] for h in clf.history_].index(max(h["score"] for h in clf.history_))]
+    c = (0.1, 1.0, 10.0)[best["epoch"] - 1]
+    scaler = StandardScaler().fit(x)
+    ref = LogisticRegression(C=c, max_iter=1000, random_state=0).fit(scaler.transform(x), y)
+    ours = clf.predict_proba(TEXTS[::2])
+    assert np.allclose(ours, ref.predict_proba(scaler.transform(x)), atol=1e-4)
+    clf.save(tmp_path / "m")
+    assert np.array_equal(load_model(tmp_path / "m", progress=False).predict_proba(TEXTS), clf.predict_proba(TEXTS))
+
+
+def test_the_logistic_head_refuses_what_it_cannot_fit(world):
+    _, enc, _, _ = world
+    for bad in ({"regime": "full", "head": "linear"}, {"regime": "head-only", "head": "mlp"}):
+        with pytest.raises(ConfigError, match="head_fit 'logistic'"):
+            TextClassifier(model=enc, head_fit="logistic", **bad).fit(TEXTS, LABELS)
+
+
+def _probes(monkeypatch):
+    seen = []
+    real = headswap.bench.measure.probe_timing
+
+    def probe(p, *a, **kw):
+        seen.append((p.strategy, p.regime))
+        return real(p, *a, **kw)
+
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    return seen
+
+
+def test_rungs_of_one_cost_share_a_probe_and_every_rung_ran_or_says_why(world, tmp_path, monkeypatch):
+    _, enc, _, data = world
+    probes = _probes(monkeypatch)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp,similarity", out=tmp_path, progress=False,
+                   log=lambda _: None, lr_search=False, more_epochs=False)
+    cands = results["auto"]["candidates"][1:]
+    assert [(c["tier"], c.get("rung")) for c in cands[:3]] == [("frozen", f"{name} head") for name, _, _ in FROZEN_HEADS]
+    assert {c["tier"] for c in cands[3:]} == {"fine-tune"}
+    assert all(c["status"] == "ran" and c["estimated_seconds"] >= 0 for c in cands), cands
+    # one probe for the three frozen heads, one for the full fine-tuning of two plain-text strategies
+    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only")], probes
+
+
+def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, monkeypatch):
+    _, enc, cau, data = world
+    monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: 1e5 if rung.tier == "frozen" else 1.0)
+    monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 1e5)
+    results = auto(data, 30, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=tmp_path, progress=False,
+                   log=lambda _: None, lr_search=False, more_epochs=False)
+    by_rung = {(c["model_name"], c["tier"], c.get("rung")): c for c in results["auto"]["candidates"][1:]}
+    frozen = by_rung[("tiny-enc", "frozen", "logistic head")]
+    assert frozen["status"] == "skipped" and frozen["reason"].startswith("estimated 27.8 h, over"), frozen
+    full = by_rung[("tiny-enc", "fine-tune", "full")]
+    assert full["status"] == "ran"                      # 1 s: fits
+    lora = by_rung[("tiny-causal", "causal", "lora")]
+    assert lora["status"] == "skipped" and lora["reason"], lora
+    assert all(c.get("reason") for c in results["auto"]["candidates"][1:] if c["status"] == "skipped")
+    md = (tmp_path / "results.md").read_text()
+    assert "estimated 27.8 h, over" in md
+
+
+class FakeClock:
+    """Seconds that pass only when a test says so."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
+    """Frozen rungs cost 10 s, a fine-tuning epoch 300 s: the fine-tuning rung cannot fit half of what is left,
+    so it runs time-bounded with all that is left (less the room to ship it), and the run ends within budget."""
+    _, enc, _, data = world
+    clock = FakeClock()
+    budget = 400.0
+    ran = []
+
+    def estimate(self, rung, epochs=None):
+        return 10.0 if rung.tier == "frozen" else 300.0 * (epochs or rung.epochs)
+
+    monkeypatch.setattr(Costs, "estimate", estimate)
+    monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 10.0 if rung.tier == "frozen" else 300.0)
+    real = headswap.bench.climb.train_one
+
+    def train_one(rung, settings, entry, *a, **kw):
+        clf = real(rung, settings, entry, *a, **kw)
+        spent = 10.0 if rung.tier == "frozen" else settings["time_limit"]   # a bounded run uses its whole limit
+        ran.append((rung.tier, spent, settings))
+        clock.now += spent
+        return clf
+
+    monkeypatch.setattr(headswap.bench.climb, "train_one", train_one)
+    results = auto(data, budget, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
+                   log=lambda _: None, clock=clock, lr_search=False)
+    a = results["auto"]
+    assert [t for t, _, _ in ran] == ["frozen"] * 3 + ["fine-tune"]
+    tuned = a["candidates"][-1]
+    assert tuned["time_bounded"]["limit_seconds"] == pytest.approx(ran[-1][1], abs=0.1)
+    assert ran[-1][2]["eval_every"] >= 1 and ran[-1][2]["epochs"] >= 1
+    assert 0.8 * budget <= a["elapsed_seconds"] <= 1.05 * budget, a["elapsed_seconds"]
+    assert a["budget_used"] == pytest.approx(a["elapsed_seconds"] / budget)
+    assert "time-bounded" in (tmp_path / "results.md").read_text()
+
+
+def test_a_negative_budget_is_one_line(capsys):
+    from headswap.cli.parser import main
+    with pytest.raises(SystemExit) as e:
+        main(["auto", "--data", "x", "--budget", "-5m"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "more than zero" in err[-1] and "expected one argument" not in err[-1]
