@@ -51,9 +51,12 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
     weights = None if class_weight is None else {c: float(w) for c, w in enumerate(class_weight)}
     val = None if not eval_items or score is None else torch.stack([it["features"] for it in eval_items]).float()
     history, best, best_logits, best_state = [], None, None, None
+    # Strong to weak regularisation, each fit starting from the last one's weights (warm_start): on 13,590 texts of
+    # 151 classes each cold L-BFGS fit took minutes, a warm one a fraction of that.
+    lr = LogisticRegression(max_iter=1000, class_weight=weights, random_state=seed, warm_start=True)
     for c in (C_GRID if val is not None else (1.0,)):
         t0 = time.perf_counter()
-        lr = LogisticRegression(C=c, max_iter=1000, class_weight=weights, random_state=seed).fit(xs, y)
+        lr.set_params(C=c).fit(xs, y)
         w, b = _dense(lr, k)
         # Standardisation folded in: w (x - mean) / scale + b = (w / scale) x + (b - w mean / scale).
         w_raw = w / scaler.scale_
