@@ -181,3 +181,15 @@ def test_audit_on_a_full_disk_names_the_folder_and_writes_nothing(world, tmp_pat
     rc, _, err = invoke(["audit", "-q", "--data", str(world["data"]), "--folds", "2", "--out", str(out)])
     assert rc == 2 and f"in {out} failed: No space left on device" in _one_line(err)
     assert _listing(out) == [("audit.json", b"{}")]
+
+
+def test_an_out_whose_folder_takes_no_lock_file_is_named(world, tmp_path, monkeypatch):
+    import filelock
+
+    def read_only(self, *a, **kw):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), self.lock_file)
+    monkeypatch.setattr(filelock.FileLock, "acquire", read_only)
+    out = tmp_path / "p.jsonl"
+    rc, _, err = invoke(["predict", "-q", "--model-dir", str(world["model"]), "--out", str(out), "a text"])
+    assert rc == 2 and _one_line(err).endswith(f"--out {out}: cannot write in {tmp_path} (Read-only file system; "
+                                               f"the lock file .p.jsonl.lock could not be made)")

@@ -140,6 +140,9 @@ def output_lock(out, flag: str = "--out") -> Iterator[None]:
         except Timeout:
             raise HeadswapError(f"{flag} {out} is being written by another headswap process (it holds "
                                 f"{lock.lock_file}); wait for it to finish or give another directory") from None
+        except OSError as e:    # a read-only or full folder: said of OUT, not only of a lock file never asked for
+            raise HeadswapError(f"{flag} {out}: cannot write in {out.parent} ({e.strerror or e}; the lock file "
+                                f"{Path(lock.lock_file).name} could not be made)") from None
         try:
             yield
         finally:
