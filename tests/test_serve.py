@@ -386,6 +386,18 @@ def test_api_key_is_required_everywhere_but_health(guarded):
         assert ok.status_code == 200 and len(ok.json()["predictions"]) == 1
 
 
+def test_the_auth_scheme_is_case_insensitive_and_the_key_is_not(guarded):
+    """RFC 7235: the scheme's name ("Bearer") is case-insensitive; the key is compared exactly."""
+    url = guarded[0]
+    with client(url) as c:
+        for scheme in ("bearer", "BEARER", "bEaReR", "Bearer "):
+            r = c.post("/predict", json={"texts": ["hi"]}, headers={"Authorization": f"{scheme} s3cret"})
+            assert r.status_code == 200, (scheme, r.text)
+        for value in ("bearer S3CRET", "Basic s3cret", "bearers3cret", "bearer", "s3cret"):
+            r = c.post("/predict", json={"texts": ["hi"]}, headers={"Authorization": value})
+            assert r.status_code == 401, value
+
+
 def test_a_client_over_its_concurrency_limit_gets_429_and_the_next_request_passes(guarded):
     url, gate, entered = guarded
     auth = {"Authorization": "Bearer s3cret"}

@@ -2,6 +2,11 @@
 
 __version__ = "0.1.0"
 
+from headswap.telemetry import disable_onnxruntime_telemetry  # noqa: E402
+
+# Before any code path (headswap's, torch.onnx's, onnxscript's) can load onnxruntime: it reads the switch at load.
+disable_onnxruntime_telemetry()
+
 # Imported on first use, so that `import headswap` (and the command line's --help) does not load torch.
 _LAZY = {"TextClassifier": "headswap.api", "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics",
          "predictor": "headswap.batch", "Predictor": "headswap.batch", "audit": "headswap.label_audit"}

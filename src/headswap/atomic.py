@@ -7,7 +7,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -30,6 +30,21 @@ def atomic_path(path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextmanager
+def written_together(paths) -> Iterator[list[Path]]:
+    """atomic_path for files that belong together (a report and its charts): a temporary path beside each, and
+    only once the block has written them all does each replace its file. A failure (a full disk) leaves the old
+    set whole and no new file beside it; an OSError is raised as one line naming the folder and the files
+    (the error of a failed write() names none)."""
+    paths = [Path(p) for p in paths]
+    try:
+        with ExitStack() as stack:
+            yield [stack.enter_context(atomic_path(p)) for p in paths]
+    except OSError as e:
+        raise HeadswapError(f"writing {', '.join(p.name for p in paths)} in {paths[0].parent} failed: "
+                            f"{e.strerror or e}; the files there are as they were") from None
 
 
 def write_text(path, text: str) -> Path:
@@ -125,6 +140,9 @@ def output_lock(out, flag: str = "--out") -> Iterator[None]:
         except Timeout:
             raise HeadswapError(f"{flag} {out} is being written by another headswap process (it holds "
                                 f"{lock.lock_file}); wait for it to finish or give another directory") from None
+        except OSError as e:    # a read-only or full folder: said of OUT, not only of a lock file never asked for
+            raise HeadswapError(f"{flag} {out}: cannot write in {out.parent} ({e.strerror or e}; the lock file "
+                                f"{Path(lock.lock_file).name} could not be made)") from None
         try:
             yield
         finally:

@@ -57,12 +57,14 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
     out.mkdir(parents=True, exist_ok=True)
     try:
         entry = _write(clf, module, src, out, fmt, quantize, ort)
-    except BaseException:
+        config = json.loads((src / model_dir.CONFIG_FILE).read_text())
+        config["export"] = entry
+        (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
+    except BaseException as e:
         shutil.rmtree(out, ignore_errors=True)    # no half-written export left to be mistaken for one
+        if isinstance(e, OSError):      # a full disk: a write() error names no file
+            raise HeadswapError(f"writing the export to {out} failed: {e.strerror or e}; nothing was kept") from None
         raise
-    config = json.loads((src / model_dir.CONFIG_FILE).read_text())
-    config["export"] = entry
-    (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
     return entry
 
 

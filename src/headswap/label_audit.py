@@ -75,18 +75,19 @@ class Audit:
         return [r for r in self.near_duplicates if r["conflicting_labels"]]
 
     def write(self, out, extra: dict | None = None) -> list[Path]:
-        """Write OUT/label_issues.csv, near_duplicates.csv, audit.json and audit.html, each atomically; other
-        files in OUT are left alone. `extra`: more keys for audit.json (the command line, the data path)."""
-        from headswap.atomic import write_text
+        """Write OUT/label_issues.csv, near_duplicates.csv, audit.json and audit.html, all four or (a failure)
+        none; other files in OUT are left alone. `extra`: more keys for audit.json (the command line, the data path)."""
+        from headswap.atomic import written_together
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         summary = {**self.summary, **(extra or {})}
-        return [
-            write_text(out / FILES[0], _csv(ISSUE_COLUMNS, self.label_issues)),
-            write_text(out / FILES[1], _csv(DUPLICATE_COLUMNS, self.near_duplicates)),
-            write_text(out / FILES[2], json.dumps(summary, indent=2, default=str) + "\n"),
-            write_text(out / FILES[3], render_html(self, summary)),
-        ]
+        texts = [_csv(ISSUE_COLUMNS, self.label_issues), _csv(DUPLICATE_COLUMNS, self.near_duplicates),
+                 json.dumps(summary, indent=2, default=str) + "\n", render_html(self, summary)]
+        paths = [out / name for name in FILES[:4]]
+        with written_together(paths) as tmp:    # the four of one audit, or (a full disk) the previous four
+            for path, text in zip(tmp, texts):
+                path.write_text(text, encoding="utf-8")
+        return paths
 
 
 def audit(texts, labels, strategy: str = TFIDF, folds: int = 5, *, seed: int = 0, progress: bool = False,

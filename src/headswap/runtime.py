@@ -42,10 +42,15 @@ def quantize_torch(module):
 
 
 def import_onnxruntime():
+    """onnxruntime, with its telemetry off (headswap.telemetry) before the library loads and any session exists;
+    every use of onnxruntime in headswap goes through here."""
+    from headswap.telemetry import disable_onnxruntime_telemetry
+    disable_onnxruntime_telemetry()
     try:
         import onnxruntime
     except ImportError:
         raise HeadswapError("ONNX Runtime is not installed: pip install 'headswap[onnx]' (or onnxruntime)") from None
+    disable_onnxruntime_telemetry()     # now loaded: its events API is switched off too
     return onnxruntime
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
@@ -28,13 +29,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.api import load_model
-    from headswap.data.load import check_eval_labels
-    from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
+    from headswap.atomic import output_lock
 
     check_output_dir("--out", args.out)
     if not args.out:
         check_output_dir("the default --out", str(default_eval_dir(args.model_dir)))
+    out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
+    with output_lock(out, "--out" if args.out else "the default --out"):   # two evals into OUT do not mix files
+        return _run(args, out)
+
+
+def _run(args, out: Path) -> int:
+    from headswap.api import load_model
+    from headswap.atomic import written_together
+    from headswap.data.load import check_eval_labels
+    from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
+
     files = data_files(args.data)
     if Path(args.data).is_dir():
         # Only a test split is evaluated from a folder: train.csv scores are not a measure of quality and
@@ -54,23 +64,31 @@ def run(args) -> int:
     else:
         check_eval_labels(list(clf.labels_), data, getattr(clf, "out_of_scope", None))
     m = clf.evaluate(data.texts, data.labels)
-    out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
-    if clf.multi_label:    # no single confusion matrix: the per-label report says what each label got
-        plot_label_f1(m.to_dict(), out / "per_label_f1.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
-    else:
-        plot_confusion(m.confusion, m.labels, out / "confusion_matrix.png",
-                       title=f"{clf.strategy} on {clf.model}: {path.name}")
+    chart = "per_label_f1.png" if clf.multi_label else "confusion_matrix.png"
+    title = f"{clf.strategy} on {clf.model}: {path.name}"
     cal = m.extra["calibration"]
-    plot_reliability(cal, out / "reliability_diagram.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        # All three or none: a full disk must not leave a new metrics.json beside the previous run's charts.
+        with written_together([out / "metrics.json", out / chart, out / "reliability_diagram.png"]) as tmp:
+            tmp[0].write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
+            if clf.multi_label:    # no single confusion matrix: the per-label report says what each label got
+                plot_label_f1(m.to_dict(), tmp[1], title=title)
+            else:
+                plot_confusion(m.confusion, m.labels, tmp[1], title=title)
+            plot_reliability(cal, tmp[2], title=title)
+    except BaseException:
+        if made:
+            with suppress(OSError):
+                out.rmdir()     # written_together left it as it found it: empty
+        raise
     print(m.report())
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
     if "out_of_scope" in m.extra:
         from headswap.reject import describe
         print(f"out of scope ({m.extra['out_of_scope']['label']}): {describe(m.extra['out_of_scope'])}")
-    chart = "per_label_f1.png" if clf.multi_label else "confusion_matrix.png"
     print(f"wrote {out / 'metrics.json'}, {out / chart} and {out / 'reliability_diagram.png'}", file=sys.stderr)
     return 0
 

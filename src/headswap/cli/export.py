@@ -24,8 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from headswap.atomic import output_lock
     from headswap.export import export    # refuses an --out that is a file or a non-empty directory
-    entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
+    with output_lock(args.out):         # two exports into one --out would write, and remove, each other's files
+        entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
     check = entry["check"]
     print(f"wrote {args.out}: {entry['file']} ({entry['bytes'] / 2**20:.1f} MiB, {entry['quantize']}); on "
           f"{check['texts']} check texts the logits differ from torch's by at most {check['max_abs_logit_diff']:.2g}"

@@ -36,13 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.api import load_model
-    from headswap.data.stream import (check_same_model, completed_rows, iter_texts, predict_stream, skip_done,
-                                      stdin_texts)
-    from headswap.model_dir import fingerprint, read_config
+    from headswap.atomic import output_lock
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
+    if args.texts and args.data:
+        raise HeadswapError(f"texts on the command line and --data {args.data} are two inputs; give one or the other")
     out_path = Path(args.out) if args.out else None
     if out_path and args.data and out_path.exists() and Path(args.data).exists() \
             and os.path.samefile(out_path, args.data):
@@ -54,11 +53,21 @@ def run(args) -> int:
         # Refused rather than created (as pandas' to_csv does): a mistyped path would leave folders about.
         raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} "
                             f"{'is not a folder' if out_path.parent.exists() else 'does not exist'}")
-    if args.engine == "ray":
-        return _run_ray(args, out_path)
-    if args.batch_size is not None or args.concurrency is not None:
+    if args.engine != "ray" and (args.batch_size is not None or args.concurrency is not None):
         raise HeadswapError(f"{'--batch-size' if args.batch_size is not None else '--concurrency'} applies to "
                             f"--engine ray only (--engine local reads --chunk-size texts at a time)")
+    work = _run_ray if args.engine == "ray" else _run_local
+    if out_path is None:
+        return work(args, None)
+    with output_lock(out_path):     # a second predict into the same --out stops at once instead of interleaving
+        return work(args, out_path)
+
+
+def _run_local(args, out_path) -> int:
+    from headswap.api import load_model
+    from headswap.data.stream import check_same_model, completed_rows, iter_texts, skip_done, stdin_texts
+    from headswap.model_dir import fingerprint, read_config
+
     read_config(Path(args.model_dir))    # a missing or damaged model is named as such, not as "another model"
     model = fingerprint(Path(args.model_dir))
     skip, last, keep = 0, None, 0
@@ -78,20 +87,88 @@ def run(args) -> int:
     if out_path:
         if skip:
             print(f"resuming after {skip} rows already in {out_path}", file=sys.stderr)
-        if out_path.exists() and out_path.stat().st_size > keep:
-            with open(out_path, "r+b") as f:     # the half-written line a kill left
-                f.truncate(keep)
-        out = open(out_path, "a", encoding="utf-8")
+        written = _append(out_path, keep, lambda out: _stream(args, clf, rows, out, skip, model))
     else:
-        out = sys.stdout
-    try:
-        written = predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet, model=model)
-    finally:
-        if out is not sys.stdout:
-            out.close()
+        written = _stream(args, clf, rows, sys.stdout, skip, model)
     if written == 0 and skip == 0:
         raise HeadswapError(f"{args.data or 'standard input'} holds no texts to predict")
     return 0
+
+
+def _stream(args, clf, rows, out, skip: int, model: str) -> int:
+    from headswap.data.stream import predict_stream
+    return predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet, model=model)
+
+
+class WriteFailed(Exception):
+    """An OSError while writing --out (a full disk): Python's write() error names no file, so it is carried
+    out as this and reported with the path."""
+
+
+class _Output:
+    """--out, opened for appending at its first row, so that a run stopped or refused before one leaves no
+    empty file; an OSError while writing it is raised as WriteFailed."""
+
+    def __init__(self, path: Path):
+        self.path, self.file = path, None
+
+    def write(self, text: str) -> int:
+        try:
+            if self.file is None:
+                self.file = open(self.path, "a", encoding="utf-8")
+            return self.file.write(text)
+        except OSError as e:
+            raise WriteFailed(e) from e
+
+    def flush(self) -> None:
+        try:
+            if self.file is not None:
+                self.file.flush()
+        except OSError as e:
+            raise WriteFailed(e) from e
+
+    def close(self) -> None:
+        try:
+            if self.file is not None:
+                self.file.close()       # writes what is still buffered
+        except OSError as e:
+            raise WriteFailed(e) from e
+
+
+def _append(out_path: Path, keep: int, write) -> int:
+    """Run write(file) on OUT, appending after its first `keep` bytes (the complete rows a --resume keeps). If
+    writing fails (a full disk), OUT is cut back to its last complete row, which --resume continues from, or
+    removed when this run made it and completed no row: never a half line or an empty file."""
+    existed = out_path.exists()
+    if existed and out_path.stat().st_size > keep:
+        with open(out_path, "r+b") as f:     # the half-written line a kill left
+            f.truncate(keep)
+    out = _Output(out_path)
+    try:
+        try:
+            return write(out)
+        finally:
+            out.close()
+    except WriteFailed as failed:
+        reason = failed.args[0].strerror or failed.args[0]
+        rows = _cut_to_complete_rows(out_path, remove=not existed)
+        kept = (f"the {rows} complete rows are kept: free space and rerun with --resume to continue" if rows else
+                "nothing was kept" if not existed else "it holds no complete row")
+        raise HeadswapError(f"--out {out_path}: {reason}; {kept}") from None
+
+
+def _cut_to_complete_rows(path: Path, remove: bool) -> int:
+    """Cut `path` after its last newline; remove it when that leaves nothing and `remove`. Returns its rows."""
+    if not path.exists():       # it could not even be created
+        return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == 0 and remove:
+        path.unlink()
+        return 0
+    with open(path, "r+b") as f:     # shrinking needs no space
+        f.truncate(keep)
+    return data[:keep].count(b"\n")
 
 
 def _run_ray(args, out_path) -> int:

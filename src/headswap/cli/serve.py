@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from headswap.cli.options import add_runtime, float_at_least, int_at_least
@@ -63,11 +62,12 @@ def run(args) -> int:
     except ImportError:
         raise HeadswapError("headswap serve needs uvicorn: pip install 'headswap[serve]'") from None
     from headswap.serve.app import create_app
+    from headswap.serve.checks import api_key as given_key
+    from headswap.serve.checks import check_bind
     from headswap.serve.memory import fix_malloc_mmap_threshold
     from headswap.serve.timeouts import read_timeout_protocol
-    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
-    if api_key is not None and not api_key.strip():
-        raise HeadswapError("--api-key is empty")
+    api_key = given_key(args.api_key)
+    check_bind(args.host, args.port)        # before the model loads: a bad host or a busy port is one line
     if args.api_key is not None:
         print(f"warning: --api-key is visible to other users of this machine in the process list (ps); set the "
               f"{API_KEY_ENV} environment variable instead", file=sys.stderr)

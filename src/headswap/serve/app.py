@@ -318,8 +318,9 @@ class AccessGuard:
     def _authorized(self, scope) -> bool:
         import hmac
         given = dict(scope.get("headers", [])).get(b"authorization", b"")
-        want = b"Bearer " + self.api_key.encode("utf-8")
-        return hmac.compare_digest(given, want)
+        scheme, _, token = given.partition(b" ")
+        # The scheme's name is case-insensitive (RFC 7235 2.1: "bearer KEY" is "Bearer KEY"); the key is not.
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.lstrip(b" "), self.api_key.encode("utf-8"))
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("path") in self.OPEN:
