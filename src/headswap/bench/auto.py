@@ -218,7 +218,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 2. The ladder, cheap to dear, within the budget (headswap.bench.climb); frozen rungs of one model share one
     # encoding pass. 3. With budget left: more epochs for the best fine-tuned rung, then its learning rate.
-    costs = Costs(len(train), len(validation), len(test), full["batch_size"])
+    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=len(set(train.labels)))
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
     with feature_cache():
         climb.run_all(ladder)

@@ -65,7 +65,7 @@ class Climb:
         return self.left() - self.costs.reserve(rung) - FINAL_MARGIN * self.budget
 
     def probe(self, rung: Rung, entry: dict) -> bool:
-        from headswap.bench.measure import probe_static, probe_timing
+        from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.bench.report import _error_fields
 
         if self.costs.probe(rung) is not None:
@@ -74,9 +74,15 @@ class Climb:
         if self.left() - FINAL_MARGIN * self.budget < guess:
             self.skip(entry, f"not timed: {_dur(self.left())} left, and timing it takes about {_dur(guess)}")
             return False
+        # A probe may take a quarter of what is left: one that does not finish in that says the rung is too dear.
+        limit = max(1.0, (self.left() - FINAL_MARGIN * self.budget) / 4)
         try:   # frozen rungs are timed with the loop-trained head: what their epochs cost
             probe = probe_static(rung, self.train, self.settings) if rung.strategy == "static" else \
-                probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4)
+                probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4,
+                             time_limit=limit)
+        except ProbeTooSlow as e:
+            self.skip(entry, f"too slow for the {_dur(self.left())} left: {e}")
+            return False
         except Exception as e:  # the rung would fail the same way: record it, go on
             entry.update(status="failed", reason="failed while timing a few batches", **_error_fields(e))
             self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")

@@ -25,6 +25,9 @@ HEAD_EPOCHS = 20          # a frozen rung's head trains this many epochs on cach
 HEAD_BATCH = 64           # ... in batches this large: on cached features a step's cost is the loop's own overhead
 # (name, head, head_fit) of the frozen rungs: logistic regression is the cheapest head and often the best.
 FROZEN_HEADS = (("logistic", "linear", "logistic"), ("linear", "linear", "loop"), ("mlp", "mlp", "loop"))
+# scikit-learn's L-BFGS logistic regression, per (text x feature x class) and C tried: ~0.7 s an iteration on
+# 13,590 x 384 x 151 on 2 loaded cores, times ~60 iterations (headswap.train.logistic warm-starts its C grid).
+LOGISTIC_SECONDS = 5e-8
 MIN_EPOCH_SHARE = 0.25    # a time-bounded fine-tuning rung must be able to train at least this much of an epoch
 SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of the model's load time (at least 2 s)
 # What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
@@ -96,6 +99,7 @@ class Costs:
     n_validation: int
     n_test: int
     batch_size: int
+    n_classes: int = 2
     probes: dict = field(default_factory=dict)
     factor: dict = field(default_factory=dict)
     encoded: set = field(default_factory=set)     # (model, strategy) whose features are in the feature cache
@@ -128,6 +132,9 @@ class Costs:
         train = (p.get("train_startup_seconds") or 0.0) + epochs * self.epoch_seconds(rung)
         if rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded:
             train += (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
+        if rung.head_fit == "logistic":
+            from headswap.train.logistic import C_GRID
+            train += LOGISTIC_SECONDS * self.n_train * (p.get("feature_dim") or 768) * self.n_classes * len(C_GRID)
         return p["load_seconds"] + train
 
     def reserve(self, rung: Rung) -> float:

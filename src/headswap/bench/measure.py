@@ -146,7 +146,12 @@ def _param_counts(module, causal: bool) -> dict:
     return out
 
 
-def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: int = 1) -> dict:
+class ProbeTooSlow(Exception):
+    """A probe given a time limit did not finish its timing within it."""
+
+
+def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: int = 1,
+                 time_limit: float | None = None) -> dict:
     """Time training and inference on a small stratified sample of the training data: the basis of the row's
     time estimate. A trained row's probe runs two epochs of `batches` batches each (one batch of all the sample's
     texts when batches is 1, as bench does): the second gives the steady per-batch time (the first batches, warm-up
@@ -159,8 +164,10 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     per_epoch = batches if batches > 1 else 1
     t0 = time.perf_counter()
     clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
-                      batch_size=len(sample) if batches == 1 else batch_size, time_limit=None)
+                      batch_size=len(sample) if batches == 1 else batch_size, time_limit=time_limit)
     clf.fit(sample.texts, sample.labels)
+    if p.epochs and (len(clf.history_) < 2 or any(n.startswith("training stopped early") for n in clf.notes_)):
+        raise ProbeTooSlow(f"timing {2 * per_epoch} training batches took over {time_limit:.0f} s")
     batch_s = startup_s = None
     if p.epochs:
         first, second = (h["seconds"] for h in clf.history_[:2])
@@ -169,10 +176,15 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
         startup_s = max(0.0, first - second)
     texts = sample.texts[:64]
     clf.predict_proba(texts[:2])
-    t1 = time.perf_counter()
-    clf.predict_proba(texts)
-    infer = time.perf_counter() - t1
-    result = {"load_seconds": clf.build_seconds_, "train_batch_seconds": batch_s, "train_startup_seconds": startup_s,
+    # Up to 64 texts, 8 at a time, for at most ~3 s: a strategy of K passes per text (cross-encoder) stops early.
+    t1, done = time.perf_counter(), 0
+    while done < len(texts) and (done == 0 or time.perf_counter() - t1 < 3.0):
+        clf.predict_proba(texts[done:done + 8])
+        done += len(texts[done:done + 8])
+    infer = (time.perf_counter() - t1) * len(texts) / done
+    head = getattr(clf.module_, "head", None)
+    result = {"feature_dim": getattr(head, "in_features", None),
+              "load_seconds": clf.build_seconds_, "train_batch_seconds": batch_s, "train_startup_seconds": startup_s,
               "inference_seconds_per_text": infer / len(texts), "probe_seconds": time.perf_counter() - t0}
     del clf
     gc.collect()
