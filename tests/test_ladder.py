@@ -208,3 +208,16 @@ def test_a_negative_budget_is_one_line(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "more than zero" in err[-1] and "expected one argument" not in err[-1]
+
+
+def test_a_probe_that_overruns_its_limit_says_so(world):
+    from headswap.bench.ladder import Rung
+    from headswap.bench.measure import ProbeTooSlow, probe_timing
+    from headswap.data.load import from_lists
+    _, enc, _, _ = world
+    rung = Rung(enc, "encoder", "encoder-mlp", "full", 1)
+    data = from_lists(TEXTS, LABELS)
+    probe = probe_timing(rung, data, {"progress": False, "batch_size": 4}, batches=2, time_limit=60)
+    assert probe["train_batch_seconds"] > 0 and probe["inference_seconds_per_text"] > 0
+    with pytest.raises(ProbeTooSlow, match="took over"):
+        probe_timing(rung, data, {"progress": False, "batch_size": 4}, batches=2, time_limit=1e-6)
