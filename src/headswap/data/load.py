@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -474,11 +473,8 @@ def _check_description(value: object, where: str) -> str:
 
 def _json_object(text: str, where: str, expected: str, line_of_error: bool = False) -> dict:
     """One JSON object, or a DataError naming `where` (and the error's line when `text` is a whole file)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        at = f"{where}, line {e.lineno}" if line_of_error else where
-        raise DataError(f"{at}: not valid JSON: {e.msg} (at character {e.colno})") from None
+    from headswap.data.jsonline import parse
+    obj = parse(text, where, line_of_error)
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
     return obj
