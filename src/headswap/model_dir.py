@@ -83,8 +83,34 @@ def os_error_reason(e: BaseException) -> str | None:
     return None
 
 
+def check_regular(file: Path) -> None:
+    """Refuse a model file that exists but is not a regular file (or a link to one): reading a FIFO blocks
+    forever, a device or socket is no model file. A missing file is left to the caller to report."""
+    import os
+    import stat
+    try:
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise HeadswapError(f"{file} cannot be read ({e.strerror}); the model directory is unusable") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise HeadswapError(f"{file} is {kind}, not a regular file; a model directory holds only regular files")
+
+
+def check_regular_tree(folder: Path) -> None:
+    """check_regular for every file in `folder` and below (a tokenizer folder, a base model's files)."""
+    import os
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            check_regular(Path(root) / name)
+
+
 def read_config(path: Path) -> dict:
     cfg_file = path / CONFIG_FILE
+    check_regular(cfg_file)
     if not cfg_file.is_file():
         raise HeadswapError(f"{path} is not a saved headswap model: {CONFIG_FILE} is missing")
     try:
@@ -213,6 +239,7 @@ def _positive(v) -> bool:
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
+    check_regular(path / WEIGHTS_FILE)
     try:
         return load_file(str(path / WEIGHTS_FILE))
     except Exception as e:  # safetensors raises its own error types for truncated files

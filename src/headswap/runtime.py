@@ -56,8 +56,9 @@ class OnnxRunner:
 
     def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
-        from headswap.model_dir import inside
+        from headswap.model_dir import check_regular, inside
         file = inside(path, export.get("file"), "export.file")
+        check_regular(file)
         if not file.is_file():
             raise HeadswapError(f"{file} is missing; the exported model directory is incomplete")
         if not isinstance(export.get("sha256"), str):
@@ -108,12 +109,13 @@ def load_onnx(path: Path, export: dict, num_labels: int):
     """(OnnxRunner, tokenizer, TextEncoder) of an exported model directory, every file inside it."""
     from transformers import AutoTokenizer
 
-    from headswap.model_dir import inside
+    from headswap.model_dir import check_regular_tree, inside
     from headswap.text.encoding import TextEncoder
     runner = OnnxRunner(path, export, num_labels)
     folder = inside(path, export.get("tokenizer"), "export.tokenizer")
     if not folder.is_dir():    # from_pretrained would take a missing folder's name for a hub id
         raise HeadswapError(f"{folder} is missing; the exported model directory is incomplete")
+    check_regular_tree(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError) as e:

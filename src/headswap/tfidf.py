@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap.data.load import as_list
 from headswap.errors import HeadswapError
-from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, read_config
+from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, read_config
 
 KIND = "tfidf"
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
@@ -153,6 +153,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         config = read_config(path)     # present, readable, of this format version
         if config.get("kind") != KIND:
             raise HeadswapError(f"{path} is not a TF-IDF model (kind {config.get('kind')!r})")
+        check_regular(path / WEIGHTS_FILE)
         if not (path / WEIGHTS_FILE).is_file():
             raise HeadswapError(f"{path} is not a saved TF-IDF model: {WEIGHTS_FILE} is missing")
         try:
