@@ -517,7 +517,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf = cls(**params)
         clf.fitted_ = Fitted.from_config(config)
         if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
-            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_))
+            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
+                                                                            clf.max_length)
             clf.param_counts_ = clf.module_.summary
             clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
         else:
