@@ -172,8 +172,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 soft = (soft[0][[r - 1 for r in train.rows]], labels)
         else:
             val = None
+        # A multi-label model always saves its thresholds (0.5 until validation data tunes them): loading
+        # refuses a multi-label config without them, which is what a flipped single-label config looks like.
         self.fitted_ = Fitted(labels, classes, descriptions,
-                              class_weight=target.class_weight(self.class_weight, labels, train.labels))
+                              class_weight=target.class_weight(self.class_weight, labels, train.labels),
+                              thresholds=[0.5] * len(labels) if target.multi_label else None)
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
@@ -528,6 +531,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 clf._build(weights=weights, restored=config)
             except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
                 raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
+            except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
+                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
+                                    f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
+                                    f"{config['params']['regime']}): {e}") from None
             if which == "torch-int8":
                 clf.param_counts_ = clf._param_counts()
                 clf.module_ = runtimes.quantize_torch(clf.module_)

@@ -197,11 +197,29 @@ def check_config(path: Path, config: dict) -> None:
                               ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
                               ("export", lambda v: isinstance(v, dict), "an object or null")):
         check(key, config.get(key, _MISSING), optional(ok), expected)
+    _check_label_kind(where, params, config)
     # A chunking model's windows are aggregated as training chose: without the choice it cannot predict.
     chunked = params.get("chunk_stride") is not None
     check("chunk_aggregate", config.get("chunk_aggregate", _MISSING),
           (lambda v: v in ("mean", "max")) if chunked else optional(lambda v: v in ("mean", "max")),
           "mean or max (how a chunked text's window logits are aggregated)")
+
+
+def _check_label_kind(where: Path, params: dict, config: dict) -> None:
+    """params.multi_label must agree with what calibration saved: a multi-label model has one threshold (and
+    temperature, when calibrated) per label, a single-label one no thresholds and one temperature. A flipped
+    flag would otherwise answer sigmoid probabilities with no tuned thresholds, or softmax over sets."""
+    multi, th, t = params.get("multi_label") is True, config.get("thresholds"), config.get("temperature")
+    if multi and th is None:
+        raise HeadswapError(f"{where} is corrupt: params.multi_label is true but thresholds is missing (a multi-label "
+                            f"model saves one decision threshold per label); this config was edited or is single-label")
+    if not multi and th is not None:
+        raise HeadswapError(f"{where} is corrupt: thresholds is set but params.multi_label is false (only "
+                            f"multi-label models have per-label thresholds)")
+    if t is not None and multi != isinstance(t, list):
+        raise HeadswapError(f"{where} is corrupt: temperature must be " + (
+            "a list, one per label, when params.multi_label is true" if multi else
+            "one number when params.multi_label is false") + f"; got {t!r:.80}")
 
 
 def fingerprint(path: Path) -> str:
@@ -246,18 +264,22 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
         raise HeadswapError(f"{path / WEIGHTS_FILE} cannot be read ({e}); the model directory is corrupt") from None
 
 
+class WeightsMismatch(HeadswapError):
+    """Saved weights that do not fit the module the config builds (TextClassifier.load names both files)."""
+
+
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
     """Load saved weights into a freshly built module; every tensor training changed must be there."""
     expected = trained_state(module)
     unexpected = sorted(set(weights) - set(module.state_dict()))
     if unexpected:
-        raise HeadswapError(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
+        raise WeightsMismatch(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
     missing = sorted(set(expected) - set(weights))
     if missing:
-        raise HeadswapError(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model trains "
+        raise WeightsMismatch(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model trains "
                             f"(e.g. {missing[:3]}); the model directory is incomplete or of another regime")
     wrong = [f"{k}: {tuple(weights[k].shape)} saved, {tuple(v.shape)} here" for k, v in expected.items()
              if tuple(weights[k].shape) != tuple(v.shape)]
     if wrong:
-        raise HeadswapError(f"saved weights have the wrong shape: {'; '.join(wrong[:3])}")
+        raise WeightsMismatch(f"saved weights have the wrong shape: {'; '.join(wrong[:3])}")
     module.load_state_dict(weights, strict=False)
