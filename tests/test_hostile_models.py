@@ -79,6 +79,9 @@ TAMPERED = {   # edit -> what the error must say after "<dir>/headswap_config.js
     "export a string": (_set("export", value="x"), " is corrupt: export must be an object or null"),
     "max_length past the positions": (_set("params", "max_length", value=1000),
                                       ": max_length 1000 is more than .* it has 512 positions; use max_length <= 512"),
+    "format other": (_set("format", value="other"), " is not a headswap model config: it has format 'other', a "
+                                                     "headswap model's has format 'headswap'"),
+    "format missing": (_set("format", delete=True), " is not a headswap model config: it has no format key"),
     # issue 33: a config that disagrees with its fitted state (single-label model, so no thresholds)
     "multi_label flipped on": (_set("params", "multi_label", value=True),
                                " is corrupt: params.multi_label is true but thresholds is missing"),

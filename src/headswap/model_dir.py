@@ -117,11 +117,16 @@ def read_config(path: Path) -> dict:
         config = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise HeadswapError(f"{cfg_file} is corrupt: {e}") from None
-    if not isinstance(config, dict) or config.get("format") != "headswap" \
-            or config.get("format_version") != FORMAT_VERSION:
-        version = config.get("format_version") if isinstance(config, dict) else None
+    if not isinstance(config, dict):
+        raise HeadswapError(f"{cfg_file} is corrupt: expected a JSON object, got {type(config).__name__}")
+    if config.get("format") != "headswap":     # say what was found: "format 1" misled when format was "other"
+        found = f"format {config['format']!r:.80}" if "format" in config else "no format key"
+        raise HeadswapError(f"{cfg_file} is not a headswap model config: it has {found}, a headswap model's "
+                            f"has format 'headswap'")
+    if config.get("format_version") != FORMAT_VERSION:
         raise HeadswapError(f"{path} was saved by an incompatible headswap version "
-                            f"(format {version!r}, this version reads {FORMAT_VERSION})")
+                            f"(format_version {config.get('format_version')!r:.40}, this version reads "
+                            f"{FORMAT_VERSION})")
     t = config.get("temperature")
     if t is not None and not (_positive(t) or (isinstance(t, list) and t and all(map(_positive, t)))):
         raise HeadswapError(f"{cfg_file} is corrupt: temperature must be a number > 0 (a list of them for "
