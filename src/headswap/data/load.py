@@ -357,6 +357,8 @@ def check_training_data(data: LabelledData) -> list[str]:
     check_single_labels(data)
     names = data.label_names()
     warn_lookalike_labels(names, data.source)
+    from headswap.data.multilabel import warn_if_label_sets
+    warn_if_label_sets(names, data.source)
     if len(names) < 2:
         raise DataError(
             f"{data.source}: training data needs at least 2 classes, but every record "
