@@ -64,7 +64,7 @@ def run(args) -> int:
                        title=f"{clf.strategy} on {clf.model}: {path.name}")
     cal = m.extra["calibration"]
     plot_reliability(cal, out / "reliability_diagram.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
-    print(m.report())
+    print(m.report(chart=None if clf.multi_label else str(out / "confusion_matrix.png")))
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
     if "out_of_scope" in m.extra:

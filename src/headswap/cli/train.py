@@ -46,6 +46,7 @@ def _run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels, check_training_data
     from headswap.data.multilabel import check_eval_label_sets, read_label_sets
+    from headswap.metrics import class_list
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
@@ -86,7 +87,7 @@ def _run(args) -> int:
             else:
                 check_eval_labels(labels, extra, args.out_of_scope)
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
-          f"{len(train)} texts, {len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
+          f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}", file=sys.stderr)
     t0 = time.perf_counter()
     clf.fit(train.texts, train.labels, *((val.texts, val.labels) if val is not None else ()))
     # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
