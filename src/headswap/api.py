@@ -103,16 +103,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         reason = strategy.fits(spec.kind)
         if reason:
             raise ConfigError(f"{reason} ({self.model!r}); use e.g. model='smollm2-135m'")
-        from transformers.utils import logging as hf_logging
-        if not self.progress:
-            hf_logging.disable_progress_bar()
-        try:
+        from headswap.quiet import no_progress_bars
+        # Quiet: also the bars of a GGUF conversion (in load_model) and of the static tier's model2vec
+        # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
+        with no_progress_bars(not self.progress):
             hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
-        finally:
-            hf_logging.enable_progress_bar()
-        b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
-                  zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
-        b.encoder = strategy.text_encoder(b)
+            b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
+                      zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
+            b.encoder = strategy.text_encoder(b)
         if b.encoder is not None:   # the prompt's tokens are known only now
             check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
         module = strategy.build(b)
