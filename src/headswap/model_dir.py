@@ -217,7 +217,9 @@ def _check_label_kind(where: Path, params: dict, config: dict) -> None:
     multi, th, t = params.get("multi_label") is True, config.get("thresholds"), config.get("temperature")
     if multi and th is None:
         raise HeadswapError(f"{where} is corrupt: params.multi_label is true but thresholds is missing (a multi-label "
-                            f"model saves one decision threshold per label); this config was edited or is single-label")
+                            f"model saves one decision threshold per label); this config was edited or is single-label "
+                            f"(a multi-label model an earlier headswap trained without validation data: add "
+                            f"\"thresholds\": [0.5, ...], one per label)")
     if not multi and th is not None:
         raise HeadswapError(f"{where} is corrupt: thresholds is set but params.multi_label is false (only "
                             f"multi-label models have per-label thresholds)")
