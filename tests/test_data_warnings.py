@@ -87,7 +87,7 @@ def test_the_command_line_prints_each_warning_once(tmp_path):
     (["win|lose", "draw|tie", "other"], False),                     # joined names whose parts never recur
     (["ham", "spam"], False)])
 def test_label_sets_in_single_label_data_are_warned_about(caplog, labels, warned):
-    from headswap.data.load import _warned
+    from headswap.data.once import _warned
     from headswap.data.multilabel import warn_if_label_sets
     _warned.clear()
     with caplog.at_level(logging.WARNING):

@@ -288,7 +288,7 @@ def test_the_command_trains_a_static_student(teacher, static_cache, tmp_path):
 def test_distill_on_texts_without_a_two_letter_word(teacher, tmp_path, caplog):
     """Emoji-only and one-letter texts: the TF-IDF student (and auto's baseline) trained on character n-grams
     instead of stopping with scikit-learn's 'empty vocabulary' (issue 33)."""
-    from headswap.data.load import _warned
+    from headswap.data.once import _warned
     _warned.discard(("tfidf", "no words"))      # printed once per process: an earlier test may have seen it
     texts = ["😀", "😀😀", "a 😀", "😡", "😡😡", "b 😡"] * 4
     (tmp_path / "train.csv").write_text("text,label\n" + "".join(

@@ -90,7 +90,7 @@ def check_regular(file: Path) -> None:
     import stat
     try:
         mode = os.stat(file).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):     # missing: the caller says what is missing
         return
     except OSError as e:
         raise HeadswapError(f"{file} cannot be read ({e.strerror}); the model directory is unusable") from None
@@ -283,8 +283,8 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> N
         raise WeightsMismatch(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
     missing = sorted(set(expected) - set(weights))
     if missing:
-        raise WeightsMismatch(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model trains "
-                            f"(e.g. {missing[:3]}); the model directory is incomplete or of another regime")
+        raise WeightsMismatch(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model "
+                              f"trains (e.g. {missing[:3]}); the model directory is incomplete or of another regime")
     wrong = [f"{k}: {tuple(weights[k].shape)} saved, {tuple(v.shape)} here" for k, v in expected.items()
              if tuple(weights[k].shape) != tuple(v.shape)]
     if wrong:

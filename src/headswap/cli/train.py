@@ -133,7 +133,7 @@ def _warn_if_training_file(train: Path, *options) -> None:
     calibration, the test report) are then measured on texts the model trained on."""
     import os
 
-    from headswap.data.load import warn_once
+    from headswap.data.once import warn_once
     for option, path in options:
         if path and Path(path).is_file() and os.path.samefile(path, train):
             warn_once((option, str(train)), f"{option} {path} is the training file: its scores are measured on "

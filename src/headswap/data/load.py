@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from headswap.data.once import warn_once
 from headswap.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -380,17 +381,6 @@ def warn_lookalike_labels(labels: Sequence[str], source: str) -> None:
             warn_once(("labels", *same), f"{source}: labels {names} differ only by surrounding whitespace, so they "
                                          f"are {len(same)} separate classes; labels are kept exactly as written: "
                                          f"fix the data if they are one class")
-
-
-_warned: set = set()
-
-
-def warn_once(key, message: str) -> None:
-    """Log a warning the first time `key` comes up in this process: the command line checks the data and then
-    fits on it, and bench fits once per row, so the same problem would otherwise print again and again."""
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning("%s", message)
 
 
 def check_single_labels(data: LabelledData) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headswap.data.once import warn_once
 from headswap.errors import DataError
 
 
@@ -123,7 +124,6 @@ def check_eval_label_sets(known: Sequence[str], data, separator: str) -> None:
 def warn_if_label_sets(names: Sequence[str], source: str, separator: str = "|") -> None:
     """Warn when single-label training data looks multi-label: several class names joined by `separator`
     ('admiration|joy') whose parts recur, so that every combination would silently become a class of its own."""
-    from headswap.data.load import warn_once
     joined = [n for n in names if isinstance(n, str) and separator in n]
     parts = [p for n in joined for p in n.split(separator)]
     recurring = len(set(parts)) < len(parts) or any(p in set(names) for p in parts)
