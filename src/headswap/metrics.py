@@ -137,8 +137,8 @@ class Metrics(_JSON):
                          f"recall {b['recall']:.3f}  F1 {b['f1']:.3f}")
         if len(self.labels) > MATRIX_MAX_CLASSES:
             pairs = self.most_confused()
-            lines.append(f"most confused (true -> predicted: texts), top {len(pairs)} of the {len(self.labels)} "
-                         f"classes' confusions:" if pairs else "no confusions: every text was predicted right")
+            lines.append(f"the {len(pairs)} most confused pairs (true -> predicted: texts):" if pairs else
+                         "no confusions: every text was predicted right")
             lines += [f"  {t} -> {p}: {n}" for t, p, n in pairs]
             lines.append(f"the whole confusion matrix: {chart}" if chart else
                          "the whole confusion matrix is in the metrics (confusion_matrix); headswap eval draws it")
