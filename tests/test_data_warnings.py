@@ -76,3 +76,43 @@ def test_the_command_line_prints_each_warning_once(tmp_path):
     assert len(held) == 1
     n, of = map(int, re.search(r": (\d+) of the (\d+) texts held out", held[0]).groups())
     assert n == of > 0                                                  # every held-out text is also in training
+
+
+# ---- issue 33: label sets trained as classes, validation on the training file ---------------------------------
+
+@pytest.mark.parametrize("labels, warned", [
+    (["admiration|joy", "joy", "anger|joy", "anger"], True),        # parts recur: label sets
+    (["a|b", "c|d", "a|d"], True),
+    (["admiration|joy", "anger"], False),                           # one joined name: may be a class of its own
+    (["win|lose", "draw|tie", "other"], False),                     # joined names whose parts never recur
+    (["ham", "spam"], False)])
+def test_label_sets_in_single_label_data_are_warned_about(caplog, labels, warned):
+    from headswap.data.once import _warned
+    from headswap.data.multilabel import warn_if_label_sets
+    _warned.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_if_label_sets(labels, "d.csv")
+    found = [m for m in _warnings(caplog) if "--multi-label" in m]
+    assert len(found) == int(warned)
+    if warned:
+        assert found[0].startswith("d.csv: ") and "looks like multi-label data" in found[0]
+
+
+def test_the_command_line_warns_of_label_sets_and_of_eval_data_that_is_the_training_file(tmp_path):
+    enc = make_tiny_encoder(tmp_path / "enc")
+    rows = [("so happy", "joy"), ("what a hero", "admiration|joy"), ("so angry", "anger"),
+            ("angry and glad", "anger|joy")] * 4
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    r = subprocess.run([sys.executable, "-m", "headswap.cli", "train", "--data", str(data), "--eval-data", str(data),
+                        "--model", str(enc), "--epochs", "1", "--out", str(tmp_path / "m"), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert [x for x in lines if "--multi-label" in x] == [
+        f"{data}: 2 of the 4 labels join names with '|' (e.g. 'admiration|joy'), which looks like multi-label data; "
+        f"each combination is trained as a class of its own: pass --multi-label (multi_label=True) if a text has "
+        f"a set of labels"]
+    assert [x for x in lines if "is the training file" in x] == [
+        f"--eval-data {data} is the training file: its scores are measured on texts the model trained on, so they "
+        f"are optimistic; hold out other texts"]

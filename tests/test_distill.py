@@ -283,3 +283,20 @@ def test_the_command_trains_a_static_student(teacher, static_cache, tmp_path):
                     "--model", str(teacher["enc"]), "--regime", "lora", "--out", str(tmp_path / "o"), "-q")
     assert rc == 2 and "no transformer blocks for regime 'lora'" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_distill_on_texts_without_a_two_letter_word(teacher, tmp_path, caplog):
+    """Emoji-only and one-letter texts: the TF-IDF student (and auto's baseline) trained on character n-grams
+    instead of stopping with scikit-learn's 'empty vocabulary' (issue 33)."""
+    from headswap.data.once import _warned
+    _warned.discard(("tfidf", "no words"))      # printed once per process: an earlier test may have seen it
+    texts = ["😀", "😀😀", "a 😀", "😡", "😡😡", "b 😡"] * 4
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(
+        f"{t},{y}\n" for t, y in zip(texts, ["ham", "ham", "ham", "spam", "spam", "spam"] * 4)))
+    with caplog.at_level("WARNING"):
+        rc, err = _main("distill", "--teacher", str(teacher["dir"]), "--data", str(tmp_path / "train.csv"),
+                        "--out", str(tmp_path / "s"), "-q")
+    assert rc == 0, err
+    assert "character n-grams only" in caplog.text
+    student = load_model(tmp_path / "s")
+    assert list(student.predict(["😀😀"])) in (["ham"], ["spam"])

@@ -246,3 +246,30 @@ def test_serve_runs_an_exported_directory(models):
     assert r.status_code == 200, r.text
     assert [p["label"] for p in r.json()["predictions"]] == list(TextClassifier.load(models["mlp"]).predict(NEW))
     assert create_app(str(models["mlp-onnx"]), runtime="torch").state.classifier.runtime_ == "torch"
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"encoder.max_length": 100000}, "export.encoder.max_length is 100000, params.max_length is 128"),
+    ({"encoder.max_length": "128"}, "export.encoder.max_length is '128', params.max_length is 128"),
+    ({"encoder.max_length": 100000, "params.max_length": 100000}, "max_length 100000 is more than the exported "
+                                                                   "graph's 512 positions"),
+    ({"encoder.bogus": 1}, "export.encoder must be an object of text encoder settings"),
+    ({"positions": "many"}, "export.positions must be a number of tokens or null")])
+def test_a_tampered_export_encoder_is_one_line_naming_the_key(models, tmp_path, edit, message):
+    """Before: ONNX Runtime's "invalid expand shape" on the first long text (issue 33)."""
+    d = _copy(models, "mlp-onnx", tmp_path)
+    config = _config(d)
+    assert config["export"]["positions"] == 512
+    for key, value in edit.items():
+        if key.startswith("params."):
+            config["params"][key[7:]] = value
+        elif key.startswith("encoder."):
+            config["export"]["encoder"][key[8:]] = value
+        else:
+            config["export"][key] = value
+    (d / "headswap_config.json").write_text(json.dumps(config))
+    r = subprocess.run([sys.executable, "-m", "headswap.cli", "predict", "-q", "--model-dir", str(d),
+                        "word " * 2000], capture_output=True, text=True)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1 and r.stdout == "", r.stderr
+    assert f"{d / 'headswap_config.json'} is corrupt: {message}" in lines[0], r.stderr

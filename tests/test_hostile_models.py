@@ -79,6 +79,20 @@ TAMPERED = {   # edit -> what the error must say after "<dir>/headswap_config.js
     "export a string": (_set("export", value="x"), " is corrupt: export must be an object or null"),
     "max_length past the positions": (_set("params", "max_length", value=1000),
                                       ": max_length 1000 is more than .* it has 512 positions; use max_length <= 512"),
+    "format other": (_set("format", value="other"), " is not a headswap model config: it has format 'other', a "
+                                                     "headswap model's has format 'headswap'"),
+    "format missing": (_set("format", delete=True), " is not a headswap model config: it has no format key"),
+    # issue 33: a config that disagrees with its fitted state (single-label model, so no thresholds)
+    "multi_label flipped on": (_set("params", "multi_label", value=True),
+                               " is corrupt: params.multi_label is true but thresholds is missing"),
+    "thresholds on single-label": (_set("thresholds", value=[0.5, 0.5]),
+                                   " is corrupt: thresholds is set but params.multi_label is false"),
+    "temperatures on single-label": (_set("temperature", value=[1.0, 1.0]),
+                                     " is corrupt: temperature must be one number when params.multi_label is false"),
+    "a third label the head lacks": (lambda c: (c["labels"].append("eggs"), c["label_values"].append("eggs"),
+                                                c["descriptions"].update(eggs="eggs")),
+                                     r" does not match model.safetensors \(3 labels.*\): saved weights have the "
+                                     r"wrong shape: head.* \(2, .* saved, \(3, .* here"),
 }
 
 
@@ -106,6 +120,26 @@ def test_a_tampered_config_on_the_command_line(saved, tmp_path):
     r = _cli("predict", "-q", "--model-dir", d, "hello")
     assert r.returncode == 2 and r.stdout == ""
     assert f"{d / 'headswap_config.json'} is corrupt: labels must be" in _one_line(r)
+
+
+def test_a_multi_label_config_must_agree_with_its_thresholds(enc, tmp_path):
+    """A multi-label model saves thresholds even untuned (no validation data), so that a config whose
+    multi_label flag was flipped either way is refused instead of answering with the other kind of head."""
+    sets = [["spam", "cash"], ["spam"], ["ham"], ["ham", "home"]] * 3
+    clf = TextClassifier(model=str(enc), epochs=1, progress=False, eval_fraction=0, multi_label=True)
+    d = clf.fit(TEXTS, sets).save(tmp_path / "m")
+    config = json.loads((d / "headswap_config.json").read_text())
+    assert config["thresholds"] == [0.5] * 4
+    assert TextClassifier.load(d).predict(["win cash now"]) == clf.predict(["win cash now"])
+    for edit, message in ((_set("params", "multi_label", value=False), "thresholds is set but params.multi_label "
+                                                                          "is false"),
+                          (_set("temperature", value=1.5), "temperature must be a list, one per label")):
+        edited = json.loads(json.dumps(config))
+        edit(edited)
+        (d / "headswap_config.json").write_text(json.dumps(edited))
+        r = _cli("predict", "-q", "--model-dir", d, "hello")
+        assert r.returncode == 2 and r.stdout == ""
+        assert f"{d / 'headswap_config.json'} is corrupt: {message}" in _one_line(r)
 
 
 def test_an_untouched_config_still_loads(saved):

@@ -56,3 +56,41 @@ def test_report_json_and_score_names():
         m.score("f1")
     with pytest.raises(ValueError, match="shape"):
         metrics_from_logits(np.zeros((3, 2)), [0, 1, 1], ["a", "b", "c"])
+
+
+def _confused(k: int):
+    """k classes; class i's texts are right 3 times, and class i < 12 is taken for class i + 1 (i + 1) times."""
+    labels = [f"intent_{i:03d}" for i in range(k)]
+    true, pred = [], []
+    for i in range(k):
+        true += [i] * 3
+        pred += [i] * 3
+        if i < 12:
+            true += [i] * (i + 1)
+            pred += [(i + 1) % k] * (i + 1)
+    return metrics_from_predictions(true, pred, labels), labels
+
+
+def test_up_to_20_classes_the_report_prints_the_whole_matrix():
+    m, labels = _confused(20)
+    report = m.report(chart="out/confusion_matrix.png")
+    assert "confusion matrix (rows = true, columns = predicted):" in report and "most confused" not in report
+    assert report.splitlines()[-1].split() == [labels[-1]] + ["0"] * 19 + ["3"]
+
+
+def test_above_20_classes_the_report_lists_the_most_confused_pairs_instead():
+    """Issue 33: CLINC150's 151 x 151 matrix printed lines 3,952 characters wide."""
+    m, labels = _confused(151)
+    report = m.report(chart="out/confusion_matrix.png")
+    assert "confusion matrix (rows" not in report and max(map(len, report.splitlines())) < 120
+    pairs = report.split("most confused")[1].splitlines()[1:11]
+    assert pairs == [f"  {labels[i]} -> {labels[i + 1]}: {i + 1}" for i in range(11, 1, -1)]
+    assert report.splitlines()[-1] == "the whole confusion matrix: out/confusion_matrix.png"
+    assert m.most_confused(top=3) == [(labels[11], labels[12], 12), (labels[10], labels[11], 11),
+                                      (labels[9], labels[10], 10)]
+
+
+def test_class_list_is_short_above_20_classes():
+    from headswap.metrics import class_list
+    assert class_list([f"c{i}" for i in range(20)]) == ", ".join(f"c{i}" for i in range(20))
+    assert class_list([f"c{i}" for i in range(10_000)]) == "c0, c1, c2, c3, c4, c5, c6, c7, ... and 9992 more"

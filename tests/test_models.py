@@ -398,3 +398,21 @@ def test_smollm2_tokenizer_and_ties(smol):
     assert prompt.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
     assert tok.pad_token is not None
     assert tok.model_max_length == model.config.max_position_embeddings
+
+
+@pytest.mark.parametrize("cache", ["file", "file/sub"])
+def test_an_unwritable_cache_is_refused_before_the_conversion(fake_gguf, tmp_path, monkeypatch, cache):
+    """Issue 33: a read-only HEADSWAP_CACHE was found only after the (26 s) conversion. A path at or under a
+    regular file cannot be written even by root, for whom a read-only mode would not count."""
+    f, calls = fake_gguf
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / cache))
+    with pytest.raises(HeadswapError, match="set HEADSWAP_CACHE to a writable folder") as e:
+        load_model(str(f))
+    assert "\n" not in str(e.value) and str(tmp_path / "file") in str(e.value)
+    assert calls == []      # the conversion never started
+
+
+def test_check_writable_leaves_nothing_behind(tmp_path):
+    models.check_writable(tmp_path / "new" / "cache")
+    assert list((tmp_path / "new" / "cache").iterdir()) == []

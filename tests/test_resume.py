@@ -237,6 +237,16 @@ def test_incompatible_checkpoint_raises_a_clear_error(data, tmp_path):
         _run((other, data[1]), tmp_path, resume=True)
 
 
+def test_resume_with_another_max_length_says_so(data, tmp_path):
+    """Another max_length tokenizes the same texts to other ids: the error names max_length, not the data."""
+    with pytest.raises(Interrupted):
+        _run(data, tmp_path, stop_after=1, max_length=32)
+    shorter = ([(text[:16], label) for text, label in data[0]], data[1])     # what a shorter max_length does
+    with pytest.raises(CheckpointError, match=r"max_length=32 there, 16 here") as e:
+        _run(shorter, tmp_path, resume=True, max_length=16)
+    assert "data differ" not in str(e.value)
+
+
 # ---- 2. a real SIGKILL -------------------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ pytest.importorskip("model2vec")
 
 from headswap import TextClassifier  # noqa: E402
 from headswap.cli import main  # noqa: E402
-from headswap.errors import ConfigError  # noqa: E402
+from headswap.errors import ConfigError, HeadswapError  # noqa: E402
 
 X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
      "running late sorry"] * 4
@@ -309,3 +309,15 @@ def test_multi_label(encoder):
     spam, ham = clf.labels_.index("spam"), clf.labels_.index("ham")
     assert probs[0, spam] > probs[1, spam] and probs[1, ham] > probs[0, ham]
     assert [tuple(p) for p in clf.predict(texts[:2])] == [("spam",), ("ham",)]
+
+
+def test_an_unwritable_cache_is_refused_before_distilling(tmp_path, monkeypatch):
+    import model2vec.distill
+    calls = []
+    monkeypatch.setattr(model2vec.distill, "distill_from_model", lambda *a, **k: calls.append(a))
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "file"))
+    enc = str(make_tiny_encoder(tmp_path / "enc"))
+    with pytest.raises(HeadswapError, match="set HEADSWAP_CACHE to a writable folder"):
+        TextClassifier(strategy="static", model=enc, epochs=1, progress=False).fit(X, Y)
+    assert calls == []

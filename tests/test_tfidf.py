@@ -96,3 +96,22 @@ def test_predict_eval_and_serve_run_a_tfidf_directory(tmp_path):
         body = c.post("/predict", json={"texts": NEW}).json()
         assert [p["label"] for p in body["predictions"]] == list(clf.predict(NEW))
         assert c.get("/health").json()["strategy"] == "tfidf-logreg"
+
+
+@pytest.mark.parametrize("texts", [["😀", "😀😀", "🎉 😀", "😡", "😡😡", "💢 😡"] * 2,     # emoji only
+                                   ["a", "a b", "b a", "x", "x y", "y x"] * 2])              # one-letter words
+def test_texts_without_a_two_letter_word_train_on_character_ngrams(tmp_path, texts, caplog):
+    """scikit-learn's word vectorizer finds no token in them ('empty vocabulary', issue 33): the model is
+    character n-grams alone, says so, and saves and reloads as such."""
+    labels = ["joy", "joy", "joy", "anger", "anger", "anger"] * 2
+    clf = TfidfClassifier().fit(texts, labels)
+    assert [name for name, _ in clf.features_.transformer_list] == ["char"]
+    assert list(clf.predict(texts[:6])) == labels[:6]
+    again = TfidfClassifier.load(clf.save(tmp_path / "m"))
+    np.testing.assert_array_equal(again.predict_proba(texts), clf.predict_proba(texts))
+    config = json.loads((tmp_path / "m" / "headswap_config.json").read_text())
+    assert list(config["vectorizers"]) == ["char"]
+    soft = TfidfClassifier().fit(texts, soft_labels=[[0.9, 0.1] if y == "anger" else [0.2, 0.8] for y in labels],
+                                 labels=["anger", "joy"])
+    assert list(soft.predict(texts[:6])) == labels[:6]
+    assert TfidfClassifier().fit(TEXTS, LABELS).features_.transformer_list[0][0] == "word"   # words when there are

@@ -107,16 +107,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         reason = strategy.fits(spec.kind)
         if reason:
             raise ConfigError(f"{reason} ({self.model!r}); use e.g. model='smollm2-135m'")
-        from transformers.utils import logging as hf_logging
-        if not self.progress:
-            hf_logging.disable_progress_bar()
-        try:
+        from headswap.quiet import no_progress_bars
+        # Quiet: also the bars of a GGUF conversion (in load_model) and of the static tier's model2vec
+        # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
+        with no_progress_bars(not self.progress):
             hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
-        finally:
-            hf_logging.enable_progress_bar()
-        b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
-                  zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
-        b.encoder = strategy.text_encoder(b)
+            b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
+                      zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
+            b.encoder = strategy.text_encoder(b)
         if b.encoder is not None:   # the prompt's tokens are known only now
             check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
         module = strategy.build(b)
@@ -176,8 +174,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 soft = (soft[0][[r - 1 for r in train.rows]], labels)
         else:
             val = None
+        # A multi-label model always saves its thresholds (0.5 until validation data tunes them): loading
+        # refuses a multi-label config without them, which is what a flipped single-label config looks like.
         self.fitted_ = Fitted(labels, classes, descriptions,
-                              class_weight=target.class_weight(self.class_weight, labels, train.labels))
+                              class_weight=target.class_weight(self.class_weight, labels, train.labels),
+                              thresholds=[0.5] * len(labels) if target.multi_label else None)
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
@@ -535,7 +536,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         clf = cls(**params)
         clf.fitted_ = Fitted.from_config(config)
         if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
-            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_))
+            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
+                                                                            clf.max_length)
             clf.param_counts_ = clf.module_.summary
             clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
         else:
@@ -545,6 +547,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 clf._build(weights=weights, restored=config)
             except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
                 raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
+            except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
+                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
+                                    f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
+                                    f"{config['params']['regime']}): {e}") from None
             if which == "torch-int8":
                 clf.param_counts_ = clf._param_counts()
                 clf.module_ = runtimes.quantize_torch(clf.module_)

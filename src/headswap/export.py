@@ -71,6 +71,8 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
 def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> dict:
     """The graph (checked against torch), the tokenizer and the source's weights and card, in `out`."""
     import torch
+
+    from headswap.models import position_limit
     trace = _batch(clf.encoder_, TRACE_TEXTS)
     inputs = list(trace)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -94,6 +96,7 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
                if f.init and f.name not in ("tokenizer", "prompt")}
     entry = {"format": fmt, "file": ONNX_FILE, "quantize": quantize, "inputs": inputs, "tokenizer": TOKENIZER_DIR,
              "encoder": encoder, "sha256": sha256_of(out / ONNX_FILE), "bytes": (out / ONNX_FILE).stat().st_size,
+             "positions": position_limit(clf.model_spec_),    # the most tokens the graph takes (None: unknown)
              "summary": {k: v for k, v in clf.summary().items() if k.endswith("_params")},
              "source": str(src), "torch": torch.__version__, "onnxruntime": ort.__version__}
     runner = OnnxRunner(out, entry, len(clf.labels_))

@@ -31,7 +31,6 @@ import json
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -115,8 +114,7 @@ def audit_data(data: LabelledData, strategy: str = TFIDF, folds: int = 5, *, see
     say = notify or ((lambda msg: print(msg, file=sys.stderr)) if progress else (lambda msg: None))
 
     t0 = time.perf_counter()
-    probs, fold_seconds = out_of_fold_probabilities(data.texts, data.labels, classes, folds, seed, make, say,
-                                                    data.source)
+    probs, fold_seconds = out_of_fold_probabilities(data.texts, data.labels, classes, folds, seed, make, say)
     oof_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -232,22 +230,7 @@ def classifier_factory(strategy: str, seed: int, progress: bool, settings: dict)
 # ---- the three steps ------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _vocabulary_check(what: str):
-    """scikit-learn's TfidfVectorizer raises ValueError('empty vocabulary') when no text has a word of two or more
-    letters (its token pattern): one line saying so instead of a traceback."""
-    try:
-        yield
-    except ValueError as e:
-        if "empty vocabulary" not in str(e):
-            raise
-        raise DataError(f"{what}: no text has a word of two or more letters, which the TF-IDF word features need "
-                        f"(scikit-learn: {e})") from None
-
-
-
-def out_of_fold_probabilities(texts, labels, classes, folds, seed, make, say,
-                              source: str = "<memory>") -> tuple[np.ndarray, list[float]]:
+def out_of_fold_probabilities(texts, labels, classes, folds, seed, make, say) -> tuple[np.ndarray, list[float]]:
     """(N, K) probabilities over `classes`, each row from a classifier trained on the other folds."""
     from sklearn.model_selection import StratifiedKFold
     index = {c: k for k, c in enumerate(classes)}
@@ -258,8 +241,7 @@ def out_of_fold_probabilities(texts, labels, classes, folds, seed, make, say,
     for fold, (train, held) in enumerate(splitter.split(np.zeros(len(y)), y), 1):
         t0 = time.perf_counter()
         clf = make()
-        with _vocabulary_check(f"{source}: the training part of fold {fold}"):
-            clf.fit([texts[i] for i in train], [labels[i] for i in train])
+        clf.fit([texts[i] for i in train], [labels[i] for i in train])
         p = np.asarray(clf.predict_proba([texts[i] for i in held]), dtype=np.float64)
         columns = [index[str(c)] for c in clf.labels_]
         probs[np.ix_(held, columns)] = p
@@ -297,8 +279,7 @@ def near_duplicates(data: LabelledData, threshold: float = NEAR_DUPLICATE_THRESH
     from headswap.tfidf import tfidf_features
     n = len(data)
     k = min(k, n - 1)
-    with _vocabulary_check(data.source):
-        features = tfidf_features().fit_transform(data.texts)
+    features = tfidf_features().fit_transform(data.texts)
     graph = NearestNeighbors(n_neighbors=k, metric="cosine", algorithm="brute").fit(features) \
         .kneighbors_graph(mode="distance")
     graph.data = np.clip(graph.data, 0, None)      # float rounding leaves -1e-16 for identical texts

@@ -16,6 +16,10 @@ from headswap.errors import ConfigError
 from headswap.settings import MULTI_LABEL_METRICS
 
 
+# Up to this many classes a report prints the whole confusion matrix; above, the TOP_CONFUSIONS largest cells.
+MATRIX_MAX_CLASSES, TOP_CONFUSIONS = 20, 10
+
+
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den > 0)
 
@@ -106,7 +110,17 @@ class Metrics(_JSON):
             d["extra"] = self.extra
         return d
 
-    def report(self) -> str:
+    def most_confused(self, top: int = TOP_CONFUSIONS) -> list[tuple[str, str, int]]:
+        """The `top` largest off-diagonal cells as (true, predicted, count), largest first (ties in label order)."""
+        off = self.confusion.copy()
+        np.fill_diagonal(off, 0)
+        cells = sorted(zip(*np.nonzero(off)), key=lambda ij: (-off[ij], ij))
+        return [(self.labels[i], self.labels[j], int(off[i, j])) for i, j in cells[:top]]
+
+    def report(self, chart: str | None = None) -> str:
+        """The per-class table and, up to MATRIX_MAX_CLASSES classes, the confusion matrix; above that, the
+        most-confused pairs and where the whole matrix is (`chart`: the confusion-matrix PNG, when one was
+        drawn), since a 151-class matrix prints lines thousands of characters wide."""
         width = max(12, *(len(lab) for lab in self.labels))
         lines = [f"{'':>{width}}  precision  recall     f1  support"]
         for lab, p, r, f, s in zip(self.labels, self.precision_per_class, self.recall_per_class,
@@ -121,12 +135,28 @@ class Metrics(_JSON):
             b = self.binary()
             lines.append(f"binary ({self.positive_label!r} positive): precision {b['precision']:.3f}  "
                          f"recall {b['recall']:.3f}  F1 {b['f1']:.3f}")
+        if len(self.labels) > MATRIX_MAX_CLASSES:
+            pairs = self.most_confused()
+            lines.append(f"the {len(pairs)} most confused pairs (true -> predicted: texts):" if pairs else
+                         "no confusions: every text was predicted right")
+            lines += [f"  {t} -> {p}: {n}" for t, p, n in pairs]
+            lines.append(f"the whole confusion matrix: {chart}" if chart else
+                         "the whole confusion matrix is in the metrics (confusion_matrix); headswap eval draws it")
+            return "\n".join(lines)
         lines.append("confusion matrix (rows = true, columns = predicted):")
         cw = max(6, *(len(lab) for lab in self.labels))
         lines.append(f"{'':>{width}}  " + " ".join(f"{lab:>{cw}}" for lab in self.labels))
         for lab, row in zip(self.labels, self.confusion):
             lines.append(f"{lab:>{width}}  " + " ".join(f"{v:>{cw}d}" for v in row))
         return "\n".join(lines)
+
+
+def class_list(labels, limit: int = MATRIX_MAX_CLASSES, first: int = 8) -> str:
+    """The class names, comma-separated, or above `limit` the first few and the count (a line, not 120 KB)."""
+    labels = [str(lab) for lab in labels]
+    if len(labels) <= limit:
+        return ", ".join(labels)
+    return f"{', '.join(labels[:first])}, ... and {len(labels) - first} more"
 
 
 def confusion_matrix(y_true, y_pred, num_classes: int) -> np.ndarray:
@@ -210,7 +240,8 @@ class MultiLabelMetrics(_JSON):
             d["extra"] = self.extra
         return d
 
-    def report(self) -> str:
+    def report(self, chart: str | None = None) -> str:
+        """The per-label table (a multi-label model has no single confusion matrix: `chart` is not used)."""
         d = self.to_dict()
         width = max(12, *(len(lab) for lab in self.labels))
         lines = [f"{'':>{width}}  precision  recall     f1  support  predicted"

@@ -83,19 +83,50 @@ def os_error_reason(e: BaseException) -> str | None:
     return None
 
 
+def check_regular(file: Path) -> None:
+    """Refuse a model file that exists but is not a regular file (or a link to one): reading a FIFO blocks
+    forever, a device or socket is no model file. A missing file is left to the caller to report."""
+    import os
+    import stat
+    try:
+        mode = os.stat(file).st_mode
+    except (FileNotFoundError, NotADirectoryError):     # missing: the caller says what is missing
+        return
+    except OSError as e:
+        raise HeadswapError(f"{file} cannot be read ({e.strerror}); the model directory is unusable") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise HeadswapError(f"{file} is {kind}, not a regular file; a model directory holds only regular files")
+
+
+def check_regular_tree(folder: Path) -> None:
+    """check_regular for every file in `folder` and below (a tokenizer folder, a base model's files)."""
+    import os
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            check_regular(Path(root) / name)
+
+
 def read_config(path: Path) -> dict:
     cfg_file = path / CONFIG_FILE
+    check_regular(cfg_file)
     if not cfg_file.is_file():
         raise HeadswapError(f"{path} is not a saved headswap model: {CONFIG_FILE} is missing")
     try:
         config = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise HeadswapError(f"{cfg_file} is corrupt: {e}") from None
-    if not isinstance(config, dict) or config.get("format") != "headswap" \
-            or config.get("format_version") != FORMAT_VERSION:
-        version = config.get("format_version") if isinstance(config, dict) else None
+    if not isinstance(config, dict):
+        raise HeadswapError(f"{cfg_file} is corrupt: expected a JSON object, got {type(config).__name__}")
+    if config.get("format") != "headswap":     # say what was found: "format 1" misled when format was "other"
+        found = f"format {config['format']!r:.80}" if "format" in config else "no format key"
+        raise HeadswapError(f"{cfg_file} is not a headswap model config: it has {found}, a headswap model's "
+                            f"has format 'headswap'")
+    if config.get("format_version") != FORMAT_VERSION:
         raise HeadswapError(f"{path} was saved by an incompatible headswap version "
-                            f"(format {version!r}, this version reads {FORMAT_VERSION})")
+                            f"(format_version {config.get('format_version')!r:.40}, this version reads "
+                            f"{FORMAT_VERSION})")
     t = config.get("temperature")
     if t is not None and not (_positive(t) or (isinstance(t, list) and t and all(map(_positive, t)))):
         raise HeadswapError(f"{cfg_file} is corrupt: temperature must be a number > 0 (a list of them for "
@@ -171,11 +202,31 @@ def check_config(path: Path, config: dict) -> None:
                               ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
                               ("export", lambda v: isinstance(v, dict), "an object or null")):
         check(key, config.get(key, _MISSING), optional(ok), expected)
+    _check_label_kind(where, params, config)
     # A chunking model's windows are aggregated as training chose: without the choice it cannot predict.
     chunked = params.get("chunk_stride") is not None
     check("chunk_aggregate", config.get("chunk_aggregate", _MISSING),
           (lambda v: v in ("mean", "max")) if chunked else optional(lambda v: v in ("mean", "max")),
           "mean or max (how a chunked text's window logits are aggregated)")
+
+
+def _check_label_kind(where: Path, params: dict, config: dict) -> None:
+    """params.multi_label must agree with what calibration saved: a multi-label model has one threshold (and
+    temperature, when calibrated) per label, a single-label one no thresholds and one temperature. A flipped
+    flag would otherwise answer sigmoid probabilities with no tuned thresholds, or softmax over sets."""
+    multi, th, t = params.get("multi_label") is True, config.get("thresholds"), config.get("temperature")
+    if multi and th is None:
+        raise HeadswapError(f"{where} is corrupt: params.multi_label is true but thresholds is missing (a multi-label "
+                            f"model saves one decision threshold per label); this config was edited or is single-label "
+                            f"(a multi-label model an earlier headswap trained without validation data: add "
+                            f"\"thresholds\": [0.5, ...], one per label)")
+    if not multi and th is not None:
+        raise HeadswapError(f"{where} is corrupt: thresholds is set but params.multi_label is false (only "
+                            f"multi-label models have per-label thresholds)")
+    if t is not None and multi != isinstance(t, list):
+        raise HeadswapError(f"{where} is corrupt: temperature must be " + (
+            "a list, one per label, when params.multi_label is true" if multi else
+            "one number when params.multi_label is false") + f"; got {t!r:.80}")
 
 
 def fingerprint(path: Path) -> str:
@@ -213,10 +264,15 @@ def _positive(v) -> bool:
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
+    check_regular(path / WEIGHTS_FILE)
     try:
         return load_file(str(path / WEIGHTS_FILE))
     except Exception as e:  # safetensors raises its own error types for truncated files
         raise HeadswapError(f"{path / WEIGHTS_FILE} cannot be read ({e}); the model directory is corrupt") from None
+
+
+class WeightsMismatch(HeadswapError):
+    """Saved weights that do not fit the module the config builds (TextClassifier.load names both files)."""
 
 
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
@@ -224,13 +280,13 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> N
     expected = trained_state(module)
     unexpected = sorted(set(weights) - set(module.state_dict()))
     if unexpected:
-        raise HeadswapError(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
+        raise WeightsMismatch(f"saved weights do not fit this model: unexpected {unexpected[:5]}")
     missing = sorted(set(expected) - set(weights))
     if missing:
-        raise HeadswapError(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model trains "
-                            f"(e.g. {missing[:3]}); the model directory is incomplete or of another regime")
+        raise WeightsMismatch(f"saved weights lack {len(missing)} of the {len(expected)} tensors this model "
+                              f"trains (e.g. {missing[:3]}); the model directory is incomplete or of another regime")
     wrong = [f"{k}: {tuple(weights[k].shape)} saved, {tuple(v.shape)} here" for k, v in expected.items()
              if tuple(weights[k].shape) != tuple(v.shape)]
     if wrong:
-        raise HeadswapError(f"saved weights have the wrong shape: {'; '.join(wrong[:3])}")
+        raise WeightsMismatch(f"saved weights have the wrong shape: {'; '.join(wrong[:3])}")
     module.load_state_dict(weights, strict=False)

@@ -279,6 +279,7 @@ def _resolve_split(name: str, b: _SplitBuiltin, kind: str | None) -> ModelSpec:
 def _into_cache(name: str, verb: str, target: Path, make) -> None:
     """Run make() (which writes `target`); an unwritable cache is one line saying how to point it elsewhere."""
     try:
+        check_writable(target.parent)     # before the work, not after it
         make()
     except OSError as e:
         if e.errno not in _UNWRITABLE:
@@ -608,6 +609,13 @@ def _same_logits(a: torch.nn.Module, b: torch.nn.Module, tokenizer, atol: float 
         return torch.allclose(a(input_ids=ids).logits, b(input_ids=ids).logits, atol=atol)
 
 
+def check_writable(folder: Path) -> None:
+    """Raise the OSError that writing into `folder` would raise (made if missing; a temporary folder created
+    and removed), before a long build: an unwritable HEADSWAP_CACHE was found only after a 26 s conversion."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.rmdir(tempfile.mkdtemp(prefix=".tmp-writable-", dir=folder))
+
+
 @contextmanager
 def building_in_cache(target: Path, complete: str):
     """Yield a new private folder beside `target` to build a cache entry in. When the block succeeds the folder
@@ -672,11 +680,14 @@ def _convert_gguf(spec: ModelSpec, target: Path) -> None:
 
 def _load_dir(spec: ModelSpec) -> str:
     """Folder to load with from_pretrained; converts a GGUF spec into the cache on first use."""
+    from headswap.model_dir import check_regular_tree
     if spec.gguf_file is None:
+        check_regular_tree(Path(spec.path))    # a FIFO among the model's files would block loading forever
         return spec.path
     target = gguf_cache_dir(spec)
     if not (target / "config.json").is_file():
         try:
+            check_writable(target.parent)     # before the conversion (tens of seconds), not after it
             _convert_gguf(spec, target)
         except OSError as e:
             if e.errno not in _UNWRITABLE:

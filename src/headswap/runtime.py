@@ -61,8 +61,9 @@ class OnnxRunner:
 
     def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
-        from headswap.model_dir import inside
+        from headswap.model_dir import check_regular, inside
         file = inside(path, export.get("file"), "export.file")
+        check_regular(file)
         if not file.is_file():
             raise HeadswapError(f"{file} is missing; the exported model directory is incomplete")
         if not isinstance(export.get("sha256"), str):
@@ -109,19 +110,48 @@ class OnnxRunner:
         return out
 
 
-def load_onnx(path: Path, export: dict, num_labels: int):
+def check_encoder(path: Path, export: dict, max_length) -> dict:
+    """export.encoder, the exported graph's text encoder settings, checked against the config: a max_length
+    other than params.max_length (or past the positions the graph was exported with) would reach ONNX Runtime
+    as an "invalid expand shape" on the first long text."""
+    import dataclasses
+
+    from headswap.model_dir import CONFIG_FILE
+    from headswap.text.encoding import TextEncoder
+    where = f"{path / CONFIG_FILE} is corrupt"
+    encoder = export.get("encoder")
+    known = {f.name for f in dataclasses.fields(TextEncoder) if f.init} - {"tokenizer", "prompt"}
+    if not isinstance(encoder, dict) or not set(encoder) <= known:
+        raise HeadswapError(f"{where}: export.encoder must be an object of text encoder settings "
+                            f"({', '.join(sorted(known))}); got {encoder!r:.80}")
+    given = encoder.get("max_length")
+    if given != max_length or isinstance(given, bool):
+        raise HeadswapError(f"{where}: export.encoder.max_length is {given!r:.40}, params.max_length is "
+                            f"{max_length!r:.40}; the graph was exported for params.max_length")
+    positions = export.get("positions")     # absent from exports made before it was recorded
+    if positions is not None and (not isinstance(positions, int) or isinstance(positions, bool) or positions < 1):
+        raise HeadswapError(f"{where}: export.positions must be a number of tokens or null; got {positions!r:.40}")
+    if positions is not None and max_length > positions:
+        raise HeadswapError(f"{where}: max_length {max_length} is more than the exported graph's {positions} "
+                            f"positions; use max_length <= {positions}")
+    return encoder
+
+
+def load_onnx(path: Path, export: dict, num_labels: int, max_length: int):
     """(OnnxRunner, tokenizer, TextEncoder) of an exported model directory, every file inside it."""
     from transformers import AutoTokenizer
 
-    from headswap.model_dir import inside
+    from headswap.model_dir import check_regular_tree, inside
     from headswap.text.encoding import TextEncoder
+    encoder = check_encoder(path, export, max_length)
     runner = OnnxRunner(path, export, num_labels)
     folder = inside(path, export.get("tokenizer"), "export.tokenizer")
     if not folder.is_dir():    # from_pretrained would take a missing folder's name for a hub id
         raise HeadswapError(f"{folder} is missing; the exported model directory is incomplete")
+    check_regular_tree(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise HeadswapError(f"{folder}: the exported tokenizer cannot be read "
                             f"({str(e).splitlines()[0][:200]})") from None
-    return runner, tokenizer, TextEncoder(tokenizer, **export["encoder"])
+    return runner, tokenizer, TextEncoder(tokenizer, **encoder)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.pipeline import FeatureUnion
 
-from headswap.data.load import as_list
+from headswap.data.load import as_list, warn_once
 from headswap.errors import HeadswapError
-from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, read_config
+from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, read_config
 
 KIND = "tfidf"
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
@@ -23,13 +24,37 @@ MIN_SOFT_WEIGHT = 1e-6
 
 
 def tfidf_features():
-    """Word 1-2 grams and char_wb 2-5 grams, sublinear tf: the bench baseline's features."""
+    """Word 1-2 grams and char_wb 2-5 grams, sublinear tf: the bench baseline's features. Texts with no word
+    of two letters (emoji, one-letter words) fit the character n-grams alone (WordsOptional)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.pipeline import FeatureUnion
-    return FeatureUnion([
+    return WordsOptional([
         ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True)),
         ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
     ])
+
+
+class WordsOptional(FeatureUnion):
+    """A FeatureUnion that, when no training text has a word of two or more letters (scikit-learn's token
+    pattern; its word vectorizer then raises 'empty vocabulary'), drops the word part and fits the others: a
+    model of emoji or one-letter texts still trains. The fitted union lists the parts it used, and so does a
+    saved TfidfClassifier's config ("vectorizers")."""
+
+    def fit(self, X, y=None, **params):
+        self.fit_transform(X, y, **params)
+        return self
+
+    def fit_transform(self, X, y=None, **params):
+        try:
+            return super().fit_transform(X, y, **params)
+        except ValueError as e:
+            names = [name for name, _ in self.transformer_list]
+            if "empty vocabulary" not in str(e) or "word" not in names or len(names) == 1:
+                raise
+        # Once: audit fits one model per fold, bench one per row.
+        warn_once(("tfidf", "no words"), "no text has a word of two or more letters: the TF-IDF features are "
+                                         "character n-grams only")
+        self.transformer_list = [(n, t) for n, t in self.transformer_list if n != "word"]
+        return super().fit_transform(X, y, **params)
 
 
 class TfidfClassifier(ClassifierMixin, BaseEstimator):
@@ -153,6 +178,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         config = read_config(path)     # present, readable, of this format version
         if config.get("kind") != KIND:
             raise HeadswapError(f"{path} is not a TF-IDF model (kind {config.get('kind')!r})")
+        check_regular(path / WEIGHTS_FILE)
         if not (path / WEIGHTS_FILE).is_file():
             raise HeadswapError(f"{path} is not a saved TF-IDF model: {WEIGHTS_FILE} is missing")
         try:

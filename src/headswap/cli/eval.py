@@ -83,7 +83,7 @@ def _run(args, out: Path) -> int:
             with suppress(OSError):
                 out.rmdir()     # written_together left it as it found it: empty
         raise
-    print(m.report())
+    print(m.report(chart=None if clf.multi_label else str(out / "confusion_matrix.png")))
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
     if "out_of_scope" in m.extra:

@@ -46,6 +46,7 @@ def _run(args) -> int:
     from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels, check_training_data
     from headswap.data.multilabel import check_eval_label_sets, read_label_sets
+    from headswap.metrics import class_list
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
@@ -76,6 +77,7 @@ def _run(args) -> int:
                           f"{len(labels)} classes: use macro_{args.metric} or weighted_{args.metric}")
     val_path = args.eval_data or files.get("validation")
     test_path = args.test_data or files.get("test")
+    _warn_if_training_file(files["train"], ("--eval-data", args.eval_data), ("--test-data", args.test_data))
     val = load(val_path, args) if val_path else None
     test = load(test_path, args) if test_path else None
     for extra in (val, test):
@@ -85,7 +87,7 @@ def _run(args) -> int:
             else:
                 check_eval_labels(labels, extra, args.out_of_scope)
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
-          f"{len(train)} texts, {len(labels)} classes: {', '.join(labels)}", file=sys.stderr)
+          f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}", file=sys.stderr)
     t0 = time.perf_counter()
     clf.fit(train.texts, train.labels, *((val.texts, val.labels) if val is not None else ()))
     # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
@@ -124,3 +126,16 @@ def save_atomically(clf, out) -> Path:
         size = sum(f.stat().st_size for f in checkpoints.rglob("*") if f.is_file())
         raise HeadswapError(f"{e}; the training checkpoints in {checkpoints} ({size / 2**20:.0f} MB) are kept: "
                             f"rerun with --resume once there is room, or delete them") from None
+
+
+def _warn_if_training_file(train: Path, *options) -> None:
+    """Warn when --eval-data or --test-data is the training file itself: its scores (the best epoch, the
+    calibration, the test report) are then measured on texts the model trained on."""
+    import os
+
+    from headswap.data.once import warn_once
+    for option, path in options:
+        if path and Path(path).is_file() and os.path.samefile(path, train):
+            warn_once((option, str(train)), f"{option} {path} is the training file: its scores are measured on "
+                                            f"texts the model trained on, so they are optimistic; hold out other "
+                                            f"texts")

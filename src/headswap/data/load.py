@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from headswap.data.once import warn_once
 from headswap.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -358,6 +358,8 @@ def check_training_data(data: LabelledData) -> list[str]:
     check_single_labels(data)
     names = data.label_names()
     warn_lookalike_labels(names, data.source)
+    from headswap.data.multilabel import warn_if_label_sets
+    warn_if_label_sets(names, data.source)
     if len(names) < 2:
         raise DataError(
             f"{data.source}: training data needs at least 2 classes, but every record "
@@ -379,17 +381,6 @@ def warn_lookalike_labels(labels: Sequence[str], source: str) -> None:
             warn_once(("labels", *same), f"{source}: labels {names} differ only by surrounding whitespace, so they "
                                          f"are {len(same)} separate classes; labels are kept exactly as written: "
                                          f"fix the data if they are one class")
-
-
-_warned: set = set()
-
-
-def warn_once(key, message: str) -> None:
-    """Log a warning the first time `key` comes up in this process: the command line checks the data and then
-    fits on it, and bench fits once per row, so the same problem would otherwise print again and again."""
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning("%s", message)
 
 
 def check_single_labels(data: LabelledData) -> None:
@@ -474,11 +465,8 @@ def _check_description(value: object, where: str) -> str:
 
 def _json_object(text: str, where: str, expected: str, line_of_error: bool = False) -> dict:
     """One JSON object, or a DataError naming `where` (and the error's line when `text` is a whole file)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        at = f"{where}, line {e.lineno}" if line_of_error else where
-        raise DataError(f"{at}: not valid JSON: {e.msg} (at character {e.colno})") from None
+    from headswap.data.jsonline import parse
+    obj = parse(text, where, line_of_error)
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
     return obj

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headswap.data.once import warn_once
 from headswap.errors import DataError
 
 
@@ -118,3 +119,16 @@ def check_eval_label_sets(known: Sequence[str], data, separator: str) -> None:
         if unseen:
             raise DataError(f"{data.where(i)}: label(s) not in the training data: {', '.join(map(repr, unseen))}. "
                             f"Known labels: {', '.join(sorted(known))}")
+
+
+def warn_if_label_sets(names: Sequence[str], source: str, separator: str = "|") -> None:
+    """Warn when single-label training data looks multi-label: several class names joined by `separator`
+    ('admiration|joy') whose parts recur, so that every combination would silently become a class of its own."""
+    joined = [n for n in names if isinstance(n, str) and separator in n]
+    parts = [p for n in joined for p in n.split(separator)]
+    recurring = len(set(parts)) < len(parts) or any(p in set(names) for p in parts)
+    if len(joined) >= 2 and recurring:
+        warn_once(("label sets", *sorted(joined)), f"{source}: {len(joined)} of the {len(names)} labels join names "
+                  f"with {separator!r} (e.g. {joined[0]!r}), which looks like multi-label data; each combination is "
+                  f"trained as a class of its own: pass --multi-label (multi_label=True) if a text has a set of "
+                  f"labels")

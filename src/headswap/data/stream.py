@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
+from headswap.data.jsonline import parse
 from headswap.data.load import _check_text, _missing_column, _resolve_format, csv_error_hint
 from headswap.errors import DataError
 
@@ -53,10 +54,7 @@ def iter_texts(path, text_column: str = "text", format: str | None = None) -> It
         for number, line in enumerate(_decoded_lines(source), start=1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{source}, line {number}: not valid JSON ({e.msg})") from None
+            record = parse(line, f"{source}, line {number}")
             if not isinstance(record, dict) or text_column not in record:
                 raise DataError(f"{source}, line {number}: no {text_column!r} field")
             yield number, _check_text(record[text_column], f"{source}, line {number}", text_column)

@@ -101,17 +101,25 @@ def distilled(model, tokenizer, name: str, vocabulary: list[str] | None = None):
         if reason:
             raise ConfigError(reason)
         from model2vec.distill import distill_from_model
+
+        from headswap.models import building_in_cache, check_writable
+
+        def unwritable(e: OSError) -> HeadswapError:
+            return HeadswapError(f"cannot write the distilled static embeddings into the model cache "
+                                 f"{target.parent} ({e.strerror}); set HEADSWAP_CACHE to a writable folder")
+        try:
+            check_writable(target.parent)     # before the distillation, not after it
+        except OSError as e:
+            raise unwritable(e) from None
         log.info("distilling %s into static embeddings once (cached in %s)", name, target)
         static = distill_from_model(model, tokenizer, vocabulary=vocabulary or None,
                                     pca_dims=min(PCA_DIMS, model.config.hidden_size), device="cpu",
                                     quantize_to="float32")
-        from headswap.models import building_in_cache
         try:
             with building_in_cache(target, "model.safetensors") as tmp:
                 static.save_pretrained(tmp)
         except OSError as e:
-            raise HeadswapError(f"cannot write the distilled static embeddings into the model cache {target.parent} "
-                                f"({e.strerror}); set HEADSWAP_CACHE to a writable folder") from None
+            raise unwritable(e) from None
         return static
     return StaticModel.from_pretrained(str(target), normalize=True)
 

@@ -63,6 +63,11 @@ class TextEncoder:
 
     def __post_init__(self):
         self.pad_id = pad_id_of(self.tokenizer)
+        # Texts are tokenized whole and then truncated or chunked here, deliberately: transformers' "Token indices
+        # sequence length is longer than the specified maximum" warning (given once per tokenizer) would only alarm.
+        given = getattr(self.tokenizer, "deprecation_warnings", None)
+        if isinstance(given, dict):
+            given["sequence-length-is-longer-than-the-specified-maximum"] = True
         if self.mode == "prompt":
             self.prefix_ids = encode_plain(self.tokenizer, self.prompt.prefix)
             self.suffix_ids = encode_plain(self.tokenizer, self.prompt.suffix)

@@ -317,7 +317,8 @@ def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 # Settings that change what training computes: a checkpoint written under other values cannot continue.
 RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
-               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight", "soft_targets")
+               "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight", "soft_targets",
+               "max_length")
 # What a checkpoint written before a key existed trained with.
 _ADDED_LATER = {"group_by_length": False, "class_weight": None, "soft_targets": False}
 
@@ -362,13 +363,17 @@ def _run_meta(model: nn.Module, cfg, train_items: Sequence, eval_items: Sequence
 
 
 def _check_compatible(ckpt_meta: dict, want: dict, where) -> None:
-    theirs = {**_ADDED_LATER, **ckpt_meta.get("settings", {})}
-    diffs = [f"{k}={theirs.get(k)!r} there, {v!r} here" for k, v in want["settings"].items() if theirs.get(k) != v]
+    saved = ckpt_meta.get("settings", {})
+    theirs = {**_ADDED_LATER, **saved}
+    # max_length: a checkpoint from before it was recorded is not refused for lacking it.
+    changed = [k for k, v in want["settings"].items() if theirs.get(k) != v and (k != "max_length" or k in saved)]
+    diffs = [f"{k}={theirs.get(k)!r} there, {want['settings'][k]!r} here" for k in changed]
     diffs += [f"{k}: {ckpt_meta.get(k)} there, {want[k]} here" for k in ("n_train", "n_eval")
               if ckpt_meta.get(k) != want[k]]
     for kind, name in (("train", "training"), ("eval", "validation")):
         same_size = ckpt_meta.get(f"n_{kind}") == want[f"n_{kind}"]
-        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"]:
+        # Another max_length tokenizes the same texts to other ids: that, not the data, is what differs.
+        if same_size and ckpt_meta.get(f"{kind}_sha256") != want[f"{kind}_sha256"] and "max_length" not in changed:
             diffs.append(f"the {name} data differ (same size, other content)")
     if ckpt_meta.get("trainable") != want["trainable"]:
         theirs, ours = ckpt_meta.get("trainable") or {}, want["trainable"]

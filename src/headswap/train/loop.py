@@ -54,11 +54,14 @@ class TrainConfig(RunSettings, TrainSettings):
     # Single-label training on (N, K) probability targets (distillation) instead of class indices: a label is
     # then a row of probabilities, which the batch carries as (B, K) floats, as multi-label indicators are.
     soft_targets: bool = False
+    # The text encoder's max_length: the token ids trained on depend on it, so a resume checks it (and says so,
+    # rather than that the training data differ). None: not known to the loop (a direct caller).
+    max_length: int | None = None
 
     def __post_init__(self):
         if self.body_lr is None:
             self.body_lr = default_body_lr("full")
-        check_settings(vars(self))
+        check_settings({k: v for k, v in vars(self).items() if k != "max_length" or v is not None})
         w = self.class_weight
         if w is not None and (isinstance(w, (str, dict)) or not all(
                 isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in w)):
