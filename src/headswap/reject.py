@@ -110,6 +110,7 @@ def describe(s: dict) -> str:
     def pct(v):
         return "n/a" if v is None else f"{100 * v:.1f}%"
     t = s.get("threshold")
+    none = t is None or (t == 0 and s.get("score", "softmax") == "softmax")   # softmax's 0: nothing rejected
     return (f"in-scope accuracy {pct(s['in_scope_accuracy'])} ({s['in_scope_texts']} texts), out-of-scope recall "
             f"{pct(s['oos_recall'])}, precision {pct(s['oos_precision'])} ({s['oos_texts']} texts); "
-            f"{pct(s['rejected'])} rejected, threshold {'none' if t is None or t == 0 else f'{t:.4f}'}")
+            f"{pct(s['rejected'])} rejected, threshold {'none' if none else f'{t:.4f}'}")
