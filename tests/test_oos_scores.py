@@ -268,3 +268,28 @@ def test_the_server_rejects_by_the_score(knn_model):
     got = client.post("/predict", json={"texts": VAL_TEXTS}).json()["predictions"]
     assert [p["label"] for p in got] == [str(v) for v in knn_model.predict(VAL_TEXTS)]
     assert set(got[0]["probabilities"]) == {"ham", "spam"}
+
+
+def test_bench_takes_out_of_scope_test_rows_and_reports_every_score(enc, tmp_path):
+    from headswap.bench.run import run_bench
+    data = tmp_path / "data"
+    data.mkdir()
+    oos_texts = ["the weather in paris", "translate this to french", "how tall is a giraffe", "book a flight"]
+    for name, texts, labels in (("train", TEXTS, LABELS), ("validation", VAL_TEXTS, VAL_LABELS),
+                                ("test", VAL_TEXTS[:6] + oos_texts, VAL_LABELS[:6] + ["oos"] * 4)):
+        (data / f"{name}.csv").write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in zip(texts, labels)))
+    results = run_bench(data, models=[str(enc)], strategies="encoder-mlp", epochs=1, out=tmp_path / "out",
+                        progress=False, estimate=False, log=lambda _msg: None, out_of_scope="oos")
+    base, row = results["rows"]
+    assert row["status"] == "ok" and base["status"] == "ok", (row.get("error"), base.get("error"))
+    assert base["n_test"] == row["n_test"] == 6          # the oos rows are not a class of either
+    block = row["out_of_scope"]
+    assert block["oos_texts"] == 4 and block["in_scope_texts"] == 6
+    assert set(block["scores"]) == {"softmax", "energy", "mahalanobis", "knn"}
+    assert 0 <= block["scores"]["knn"]["auroc"] <= 1
+    b = base["out_of_scope"]
+    assert b["score"] == "softmax" and b["oos_texts"] == 4 and b["scores"]["softmax"]["auroc"] is not None
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "## Out of scope (reject option) on the test set" in md
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="out-of-scope"' in html and "out-of-scope score distributions" in html

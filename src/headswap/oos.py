@@ -242,3 +242,33 @@ def load(clf, path: Path, config: dict) -> None:
             raise HeadswapError(f"{file} is missing; the model directory is incomplete (its out-of-scope score "
                                 f"{entry.get('score')!r} reads it)")
         clf.oos_statistics_ = OosStatistics.load(file)
+
+
+def probability_block(classes, out_of_scope: str, val_probs, val_labels, test_probs, test_labels, metric: str,
+                      target: float) -> dict:
+    """The max-probability rule on any classifier's probabilities (the bench's TF-IDF baseline): the threshold
+    tuned on the validation rows as TextClassifier tunes it, the decisions and the softmax figures on the test
+    rows. classes: the probability columns' labels (out_of_scope among them when it was learned as a class)."""
+    classes = [str(c) for c in classes]
+    k = classes.index(out_of_scope) if out_of_scope in classes else None
+
+    def rows(labels):
+        y = np.array([classes.index(lab) if lab in classes and lab != out_of_scope else -1 for lab in labels])
+        return y, np.array([lab == out_of_scope for lab in labels])
+    threshold, note = None, None
+    if val_probs is not None and len(val_probs):
+        vy, v_oos = rows(val_labels)
+        if metric == "oos_recall" and not v_oos.any():
+            note = "no out-of-scope validation texts for an out-of-scope recall target: no threshold"
+        else:
+            threshold, note = reject.tune(np.asarray(val_probs), vy, v_oos, metric, target, k)
+    ty, t_oos = rows(test_labels)
+    probs = np.asarray(test_probs)
+    score = oos_scores.compute("softmax", probs=probs, oos_index=k)
+    out = {"label": out_of_scope, "score": "softmax", **reject.scores(probs, ty, t_oos, threshold or None, k)}
+    out["in_scope_accuracy_without_threshold"] = reject.scores(probs, ty, t_oos, None, k)["in_scope_accuracy"]
+    out["scores"] = {"softmax": oos_scores.figures(score, t_oos)}
+    out["distribution"] = {"softmax": oos_scores.histogram(score, t_oos)}
+    if note:
+        out["note"] = note
+    return out
