@@ -13,8 +13,10 @@ accuracy (a rejected in-scope text counts as wrong) against the same model witho
 pick (the best tune-slice AUROC) is recorded. The JSON is rewritten after each set-up, so a cut-off run keeps what
 it measured.
 
-    nice -n 5 .venv/bin/python benchmarks/clinc_oos.py --regime head-only --epochs 8 --out benchmarks/results/clinc_oos.json
-    nice -n 5 .venv/bin/python benchmarks/clinc_oos.py --regime full --epochs 1 --out benchmarks/results/clinc_oos_full.json
+    nice -n 5 .venv/bin/python benchmarks/clinc_oos.py --regime head-only --epochs 10 \
+        --out benchmarks/results/clinc_oos.json
+    nice -n 5 .venv/bin/python benchmarks/clinc_oos.py --regime full --epochs 1 --checkpoint-dir /tmp/clinc-ckpt \
+        --out benchmarks/results/clinc_oos_full.json
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ def main() -> None:
     for name in args.variants.split(","):
         train = s["train"] if name == "threshold" else (s["train"][0] + s["oos_train"][0],
                                                         s["train"][1] + s["oos_train"][1])
-        extra = {"checkpoint_dir": f"{args.checkpoint_dir}/{name}", "resume": True} if args.checkpoint_dir else {}
+        extra = {"checkpoint_dir": f"{args.checkpoint_dir}/{name}", "resume": True, "checkpoint_every": 100} \
+            if args.checkpoint_dir else {}
         results[name] = run_variant(name, train, s["tune"], test_data, {**params, **extra}, args.drop)
         write(out_file, args, counts, params, results)   # after each set-up: a later failure keeps it
 

@@ -293,3 +293,17 @@ def test_bench_takes_out_of_scope_test_rows_and_reports_every_score(enc, tmp_pat
     assert "## Out of scope (reject option) on the test set" in md
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'id="out-of-scope"' in html and "out-of-scope score distributions" in html
+
+
+def test_refit_adds_the_feature_scores_to_a_model_fitted_without_them(enc):
+    clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos", reject_score="softmax").fit(
+        TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
+    assert clf.oos_statistics_ is None and clf.oos_score_["score"] == "softmax"
+    with pytest.raises(HeadswapError, match="needs out-of-scope statistics"):
+        clf.set_params(reject_score="mahalanobis")
+        clf.calibrate(VAL_TEXTS, VAL_LABELS)
+    oos.refit(clf, TEXTS, LABELS, VAL_TEXTS, VAL_LABELS, reject_score="mahalanobis")
+    assert clf.oos_score_["score"] == "mahalanobis" and clf.oos_statistics_ is not None
+    feats = oos.infer(clf, VAL_TEXTS)[1]
+    expect = clf.oos_statistics_.mahalanobis(feats) > clf.oos_score_["threshold"]
+    assert [p == "oos" for p in clf.predict(VAL_TEXTS)] == expect.tolist()

@@ -37,8 +37,8 @@ class Fitted:
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
     distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
 
-    SAVED = ("temperature", "thresholds", "reject_threshold", "oos_score", "body_tuning", "history", "train_seconds", "evaluation",
-             "chunk_aggregate")
+    SAVED = ("temperature", "thresholds", "reject_threshold", "oos_score", "body_tuning", "history", "train_seconds",
+             "evaluation", "chunk_aggregate")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""

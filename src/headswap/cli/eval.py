@@ -73,7 +73,7 @@ def run(args) -> int:
         from headswap.plots import plot_oos_scores
         from headswap.reject import describe
         block = m.extra["out_of_scope"]
-        print(f"out of scope ({block['label']}, by {block.get('score', 'softmax')}): {describe(block)}")
+        print(f"out of scope ({block['label']}): {describe(block)}; score {block.get('score', 'softmax')}")
         if block.get("oos_texts"):
             print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
                   f"{describe_scores(block)}")
