@@ -296,8 +296,8 @@ def test_bench_takes_out_of_scope_test_rows_and_reports_every_score(enc, tmp_pat
 
 
 def test_refit_adds_the_feature_scores_to_a_model_fitted_without_them(enc):
-    clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos", reject_score="softmax").fit(
-        TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
+    clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos", reject_score="softmax",
+                         reject_metric="oos_recall", reject_target=1.0).fit(TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
     assert clf.oos_statistics_ is None and clf.oos_score_["score"] == "softmax"
     with pytest.raises(HeadswapError, match="needs out-of-scope statistics"):
         clf.set_params(reject_score="mahalanobis")

@@ -178,10 +178,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
             "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
-        val, val_oos = self._without_outside(val)
+        val, val_oos = oos.without_outside(self, val)
         if val is not None:
             check_known(target, val.labels, labels, "evaluation")
-        self._check_reject_data(val, val_oos)
+        oos.check_reject_data(self, val, val_oos)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build(texts=train.texts)
@@ -329,9 +329,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         out_of_scope, the reject threshold) on labelled texts held out from training. fit() does this on its
         validation data."""
         self._check_fitted()
-        data, outside = self._without_outside(self.target_.read(X, y, "calibration data"))
+        data, outside = oos.without_outside(self, self.target_.read(X, y, "calibration data"))
         check_known(self.target_, data.labels, self.labels_, "calibration")
-        self._check_reject_data(data, outside)
+        oos.check_reject_data(self, data, outside)
         self._calibrate(self.decision_function(data.texts), self.target_.encode(data.labels, self.labels_),
                         fit_temperature=True, oos_texts=outside, texts=data.texts)
         return self
@@ -341,50 +341,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def oos_index_(self) -> int | None:
         """The logit column of an out-of-scope class learned from the training data, if there is one."""
         return self.labels_.index(self.out_of_scope) if self.out_of_scope in self.labels_ else None
-
-    def _without_outside(self, data):
-        """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
-        saw as a class; otherwise (data, None)."""
-        if data is None or self.out_of_scope is None or self.oos_index_ is not None:
-            return data, None
-        outside = [i for i, lab in enumerate(data.labels) if lab == self.out_of_scope]
-        if not outside:
-            return data, None
-        if len(outside) == len(data):
-            raise HeadswapError(f"{data.source}: every text is labelled {self.out_of_scope!r} (out of scope); "
-                                f"calibration and evaluation need in-scope texts too")
-        gone = set(outside)
-        return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
-
-    def _check_reject_data(self, val, oos_texts) -> None:
-        """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
-        if self.out_of_scope is None:
-            return
-        if val is None:
-            note = (f"out_of_scope {self.out_of_scope!r}: no validation data, so no reject threshold is tuned"
-                    + (" (the out-of-scope class still rejects)" if self.oos_index_ is not None else ""))
-            log.warning(note)
-            self.notes_.append(note)
-        elif self.reject_metric == "oos_recall" and not oos_texts and self.out_of_scope not in val.labels:
-            raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {self.out_of_scope!r}) in "
-                              f"the validation data, and it has none")
-
-    def _reject_rows(self, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
-        """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
-        class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
-        y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
-        is_oos = y == self.oos_index_ if self.oos_index_ is not None else np.zeros(len(y), dtype=bool)
-        is_oos[len(y) - outside:] = True
-        return y, is_oos
-
-    def _reject_value(self):
-        """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
-        integer when the classes are integers and it reads as one)."""
-        if self.oos_index_ is not None:
-            return self.classes_[self.oos_index_]
-        if self.classes_.dtype.kind in "iu" and self.out_of_scope.lstrip("-").isdigit():
-            return int(self.out_of_scope)
-        return self.out_of_scope
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -426,7 +382,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         out = self.target_.decide(probs, self.thresholds_, self.classes_)
         if self.out_of_scope is None:
             return out
-        value = self._reject_value()
+        value = oos.reject_value(self)
         out = out.astype(object) if isinstance(value, str) else out.copy()   # integer classes, a word for oos
         out[oos.rejected(self, probs, oos_score)] = value
         return out
@@ -442,7 +398,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
         self._check_fitted()
         target, labels = self.target_, list(self.labels_)
-        data, oos_texts = self._without_outside(target.read(X, y, "evaluation data"))
+        data, oos_texts = oos.without_outside(self, target.read(X, y, "evaluation data"))
         check_known(target, data.labels, labels, "evaluation")
         oos_texts = oos_texts or []
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from headswap import oos_scores, reject
-from headswap.errors import HeadswapError
+from headswap.errors import ConfigError, HeadswapError
 from headswap.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,56 @@ def available(clf) -> list[str]:
     """The scores `clf` can compute: softmax and energy always, the feature scores once statistics are fitted."""
     stats = getattr(clf, "oos_statistics_", None)
     return ["softmax", "energy"] + (list(FEATURE_SCORES) if stats is not None else [])
+
+
+# ---- which rows are out of scope ----------------------------------------------------------------------------
+def without_outside(clf, data):
+    """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
+    saw as a class; otherwise (data, None)."""
+    if data is None or clf.out_of_scope is None or clf.oos_index_ is not None:
+        return data, None
+    outside = [i for i, lab in enumerate(data.labels) if lab == clf.out_of_scope]
+    if not outside:
+        return data, None
+    if len(outside) == len(data):
+        raise HeadswapError(f"{data.source}: every text is labelled {clf.out_of_scope!r} (out of scope); "
+                            f"calibration and evaluation need in-scope texts too")
+    gone = set(outside)
+    return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
+
+
+def check_reject_data(clf, val, oos_texts) -> None:
+    """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
+    if clf.out_of_scope is None:
+        return
+    if val is None:
+        note = (f"out_of_scope {clf.out_of_scope!r}: no validation data, so no reject threshold is tuned"
+                + (" (the out-of-scope class still rejects)" if clf.oos_index_ is not None else ""))
+        log.warning(note)
+        clf.notes_.append(note)
+    elif clf.reject_metric == "oos_recall" and not oos_texts and clf.out_of_scope not in val.labels:
+        raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {clf.out_of_scope!r}) in "
+                          f"the validation data, and it has none")
+
+
+def reject_rows(clf, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
+    class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
+    y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
+    is_oos = y == clf.oos_index_ if clf.oos_index_ is not None else np.zeros(len(y), dtype=bool)
+    is_oos[len(y) - outside:] = True
+    return y, is_oos
+
+
+def reject_value(clf):
+    """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
+    integer when the classes are integers and it reads as one)."""
+    if clf.oos_index_ is not None:
+        return clf.classes_[clf.oos_index_]
+    if clf.classes_.dtype.kind in "iu" and clf.out_of_scope.lstrip("-").isdigit():
+        return int(clf.out_of_scope)
+    return clf.out_of_scope
+
 
 
 # ---- inference ----------------------------------------------------------------------------------------------
@@ -145,7 +195,7 @@ def tune(clf, logits, y, texts, oos_texts) -> None:
         more_logits, more_feats = infer(clf, oos_texts, features=feats is not None)
         logits = np.concatenate([logits, more_logits])
         feats = None if feats is None else np.concatenate([feats, more_feats])
-    y, is_oos = clf._reject_rows(y, len(oos_texts or []))
+    y, is_oos = reject_rows(clf, y, len(oos_texts or []))
     names = available(clf) if feats is not None else ["softmax", "energy"]
     values = compute_all(clf, logits, feats, names)
     figs = {n: oos_scores.figures(v, is_oos) for n, v in values.items()}
@@ -182,7 +232,7 @@ def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: s
         clf.resolved_params()
     if clf.strategy_.pooled_features:
         fit_statistics(clf, list(train_texts), list(train_labels))
-    data, outside = clf._without_outside(clf.target_.read(val_texts, val_labels, "validation data"))
+    data, outside = without_outside(clf, clf.target_.read(val_texts, val_labels, "validation data"))
     check_known(clf.target_, data.labels, clf.labels_, "validation")
     y = clf.target_.encode(data.labels, clf.labels_)
     tune(clf, clf.decision_function(data.texts), y, data.texts, outside)
@@ -193,7 +243,7 @@ def block(clf, logits, feats, y_in, n_outside: int) -> dict:
     """Metrics.extra["out_of_scope"]: the decisions at the tuned threshold (headswap.reject.scores) and without it,
     and every computable score's AUROC and FPR@95TPR, on rows that are in-scope texts (class indices y_in)
     followed by n_outside texts of an out_of_scope label the model never learned."""
-    y, is_oos = clf._reject_rows(y_in, n_outside)
+    y, is_oos = reject_rows(clf, y_in, n_outside)
     names = available(clf) if feats is not None else ["softmax", "energy"]
     values = compute_all(clf, logits, feats, names)
     name = score_name(clf)
@@ -214,7 +264,7 @@ def report(clf, texts, labels) -> dict:
     threshold, in_scope_accuracy, in_scope_accuracy_without_threshold, oos_recall, oos_precision, oos_f1, rejected,
     scores: {name: {"auroc", "fpr_at_95_tpr"}} (see headswap.oos_scores) and distribution: {name: histogram of the
     in-scope and out-of-scope texts' values} (headswap.oos_scores.histogram)."""
-    data, outside = clf._without_outside(clf.target_.read(texts, labels, "evaluation data"))
+    data, outside = without_outside(clf, clf.target_.read(texts, labels, "evaluation data"))
     outside = outside or []
     logits, feats = infer(clf, data.texts + outside, features=clf.oos_statistics_ is not None)
     return block(clf, logits, feats, clf.target_.encode(data.labels, clf.labels_), len(outside))
