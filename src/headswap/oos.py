@@ -220,7 +220,8 @@ def tune(clf, logits, y, texts, oos_texts) -> None:
             log.warning(line) if line is warn else log.info(line)
             clf.notes_.append(line)
     log.info("reject option (%s) on %d validation texts: %s", name, len(y),
-             reject.describe(reject.scores(probs, y, is_oos, threshold or None, k, score)))
+             reject.describe(reject.scores(probs, y, is_oos, clf.reject_threshold_ if score is None else threshold, k,
+                                           score)))
 
 
 def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: str | None = None) -> None:
