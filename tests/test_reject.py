@@ -105,8 +105,9 @@ def enc(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fitted(enc):
+    # softmax: these tests check the top-probability rule; tests/test_oos_scores.py covers the other scores.
     return TextClassifier(model=str(enc), epochs=2, progress=False, out_of_scope="oos", reject_metric="oos_recall",
-                          reject_target=1.0).fit(TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
+                          reject_target=1.0, reject_score="softmax").fit(TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
 
 
 def test_fit_tunes_the_threshold_on_the_validation_texts_and_predict_answers_oos(fitted):

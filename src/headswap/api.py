@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from headswap import model_dir, settings
+from headswap import model_dir, oos, settings
 from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
@@ -183,10 +183,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
             "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
-        val, val_oos = self._without_outside(val)
+        val, val_oos = oos.without_outside(self, val)
         if val is not None:
             check_known(target, val.labels, labels, "evaluation")
-        self._check_reject_data(val, val_oos)
+        oos.check_reject_data(self, val, val_oos)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         self._build(texts=train.texts)
@@ -195,8 +195,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         if self.epochs == 0:
             self.trainable_params_ = 0
             if val is not None:     # nothing trains, but given validation data still calibrates
+                if oos.wants_statistics(self):
+                    oos.fit_statistics(self, train.texts, train.labels)
                 self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val,
-                                oos_texts=val_oos)
+                                oos_texts=val_oos, texts=val.texts)
             return self
         # Soft labels: each training text's target is its row of probabilities (a tuple, which the encoder keeps).
         y_train = target.encode(train.labels, labels) if soft is None else [tuple(row) for row in soft[0]]
@@ -246,7 +248,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos)
+            if oos.wants_statistics(self):    # on the kept epoch's features: cached ones when the body was frozen
+                oos.fit_statistics(self, train_items, item_targets)
+            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos,
+                            texts=val.texts)
         return self
 
     def _soft_labels(self, X, y, soft_labels, labels):
@@ -322,10 +327,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return per_text(logits, items, self.chunk_aggregate_)
 
     # ---- after training: calibration and decision thresholds -------------------------------------
-    def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None) -> None:
-        """On validation logits: fit the temperature (when fit_temperature, default the temperature_scaling
-        setting), then, for multi-label data, each label's decision threshold on the calibrated probabilities,
-        and with out_of_scope set, the reject threshold (on these texts and the out-of-scope `oos_texts`)."""
+    def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None,
+                   texts: list[str] | None = None) -> None:
+        """On validation logits (of `texts`): fit the temperature (when fit_temperature, default the
+        temperature_scaling setting), then, for multi-label data, each label's decision threshold on the calibrated
+        probabilities, and with out_of_scope set, the reject option (on these texts and the out-of-scope
+        `oos_texts`; headswap.oos)."""
         target = self.target_
         logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
@@ -334,84 +341,25 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                      np.round(self.temperature_, 3), len(y))
         self.thresholds_ = target.thresholds(target.probabilities(logits, self.temperature_), y)
         if self.out_of_scope is not None:
-            self._tune_reject(logits, y, oos_texts)
+            oos.tune(self, logits, y, texts, oos_texts)
 
     def calibrate(self, X, y) -> "TextClassifier":
         """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds; with
         out_of_scope, the reject threshold) on labelled texts held out from training. fit() does this on its
         validation data."""
         self._check_fitted()
-        data, oos = self._without_outside(self.target_.read(X, y, "calibration data"))
+        data, outside = oos.without_outside(self, self.target_.read(X, y, "calibration data"))
         check_known(self.target_, data.labels, self.labels_, "calibration")
-        self._check_reject_data(data, oos)
+        oos.check_reject_data(self, data, outside)
         self._calibrate(self.decision_function(data.texts), self.target_.encode(data.labels, self.labels_),
-                        fit_temperature=True, oos_texts=oos)
+                        fit_temperature=True, oos_texts=outside, texts=data.texts)
         return self
 
-    # ---- the reject option (headswap.reject) -------------------------------------------------------
+    # ---- the reject option (headswap.oos) ----------------------------------------------------------
     @property
     def oos_index_(self) -> int | None:
         """The logit column of an out-of-scope class learned from the training data, if there is one."""
         return self.labels_.index(self.out_of_scope) if self.out_of_scope in self.labels_ else None
-
-    def _without_outside(self, data):
-        """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
-        saw as a class; otherwise (data, None)."""
-        if data is None or self.out_of_scope is None or self.oos_index_ is not None:
-            return data, None
-        outside = [i for i, lab in enumerate(data.labels) if lab == self.out_of_scope]
-        if not outside:
-            return data, None
-        if len(outside) == len(data):
-            raise HeadswapError(f"{data.source}: every text is labelled {self.out_of_scope!r} (out of scope); "
-                                f"calibration and evaluation need in-scope texts too")
-        gone = set(outside)
-        return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
-
-    def _check_reject_data(self, val, oos_texts) -> None:
-        """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
-        if self.out_of_scope is None:
-            return
-        if val is None:
-            note = (f"out_of_scope {self.out_of_scope!r}: no validation data, so no reject threshold is tuned"
-                    + (" (the out-of-scope class still rejects)" if self.oos_index_ is not None else ""))
-            log.warning(note)
-            self.notes_.append(note)
-        elif self.reject_metric == "oos_recall" and not oos_texts and self.out_of_scope not in val.labels:
-            raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {self.out_of_scope!r}) in "
-                              f"the validation data, and it has none")
-
-    def _reject_rows(self, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
-        """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
-        class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
-        y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
-        is_oos = y == self.oos_index_ if self.oos_index_ is not None else np.zeros(len(y), dtype=bool)
-        is_oos[len(y) - outside:] = True
-        return y, is_oos
-
-    def _tune_reject(self, logits, y, oos_texts) -> None:
-        from headswap import reject
-        k, logits = self.oos_index_, np.asarray(logits)
-        if oos_texts:
-            logits = np.concatenate([logits, self.decision_function(oos_texts)])
-        probs = self.target_.probabilities(logits, self.temperature_)
-        y, is_oos = self._reject_rows(y, len(oos_texts or []))
-        threshold, note = reject.tune(probs, y, is_oos, self.reject_metric, self.reject_target, k)
-        self.reject_threshold_ = threshold or None
-        if note:
-            log.warning(note)
-            self.notes_.append(note)
-        log.info("reject option on %d validation texts: %s", len(y),
-                 reject.describe(reject.scores(probs, y, is_oos, self.reject_threshold_, k)))
-
-    def _reject_value(self):
-        """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
-        integer when the classes are integers and it reads as one)."""
-        if self.oos_index_ is not None:
-            return self.classes_[self.oos_index_]
-        if self.classes_.dtype.kind in "iu" and self.out_of_scope.lstrip("-").isdigit():
-            return int(self.out_of_scope)
-        return self.out_of_scope
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -440,20 +388,22 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for
         multi-label data, a list with a tuple of labels per text (possibly empty: no label reached its
         threshold)."""
-        logits = self.decision_function(X)   # checks fitted before classes_ is read
-        return self.decide(self.target_.probabilities(logits, self.temperature_))
+        self._check_fitted()   # before classes_ is read
+        if self.out_of_scope is not None:
+            return self.decide(*oos.predict_scored(self, X))
+        return self.decide(self.target_.probabilities(self.decision_function(X), self.temperature_))
 
-    def decide(self, probs: np.ndarray):
+    def decide(self, probs: np.ndarray, oos_score=None):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
-        the reject option turns away."""
+        the reject option turns away (a model that rejects by another score than softmax also needs each text's
+        score: headswap.oos.predict_scored gives both)."""
         out = self.target_.decide(probs, self.thresholds_, self.classes_)
         if self.out_of_scope is None:
             return out
-        from headswap.reject import rejected
-        value = self._reject_value()
+        value = oos.reject_value(self)
         out = out.astype(object) if isinstance(value, str) else out.copy()   # integer classes, a word for oos
-        out[rejected(probs, self.reject_threshold_, self.oos_index_)] = value
+        out[oos.rejected(self, probs, oos_score)] = value
         return out
 
     def score(self, X, y, sample_weight=None) -> float:
@@ -467,11 +417,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
         self._check_fitted()
         target, labels = self.target_, list(self.labels_)
-        data, oos_texts = self._without_outside(target.read(X, y, "evaluation data"))
+        data, oos_texts = oos.without_outside(self, target.read(X, y, "evaluation data"))
         check_known(target, data.labels, labels, "evaluation")
         oos_texts = oos_texts or []
         t0 = time.perf_counter()
-        all_logits = self.decision_function(data.texts + oos_texts)
+        all_logits, feats = oos.infer(self, data.texts + oos_texts, features=self.out_of_scope is not None
+                                      and self.oos_statistics_ is not None)
         seconds = time.perf_counter() - t0
         logits, y_in = all_logits[: len(data)], target.encode(data.labels, labels)
         m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_)
@@ -479,11 +430,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=n / seconds if seconds else 0.0)
         m.extra["calibration"] = cal
         if self.out_of_scope is not None:
-            from headswap.reject import scores
-            y_all, is_oos = self._reject_rows(y_in, len(oos_texts))
-            m.extra["out_of_scope"] = {"label": self.out_of_scope, **scores(
-                target.probabilities(all_logits, self.temperature_), y_all, is_oos, self.reject_threshold_,
-                self.oos_index_)}
+            m.extra["out_of_scope"] = oos.block(self, all_logits, feats, y_in, len(oos_texts))
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 
@@ -514,7 +461,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   "answer_token_ids": None, **self.saved_,
                   "lora": self.lora_.to_dict() if self.lora_ else None,
                   **self.fitted_.fit_config()}
-        return model_dir.write(Path(path), config, self.module_, self.summary())
+        model_dir.write(Path(path), config, self.module_, self.summary())
+        oos.save(self, Path(path))
+        return Path(path)
 
     @classmethod
     def load(cls, path, progress: bool | None = None, runtime: str = "auto") -> "TextClassifier":
@@ -535,6 +484,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
         clf.fitted_ = Fitted.from_config(config)
+        oos.load(clf, path, config)
         if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
             clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
                                                                             clf.max_length)

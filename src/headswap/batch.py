@@ -75,8 +75,10 @@ class Predictor:
         from headswap.data.stream import decisions
         clf = self.load()
         labels = [str(v) for v in clf.labels_]
-        probs = np.asarray(clf.predict_proba(texts), dtype=np.float64) if texts else np.zeros((0, len(labels)))
-        key, answers = decisions(clf, probs)
+        from headswap.oos import scored_proba, split_scored
+        probs, score = split_scored(clf, scored_proba(clf)(texts)) if texts else (np.zeros((0, len(labels))), None)
+        probs = np.asarray(probs, dtype=np.float64)
+        key, answers = decisions(clf, probs, score)
         out = {key: answers}
         for j, lab in enumerate(labels):
             out[PROBA_PREFIX + lab] = probs[:, j]

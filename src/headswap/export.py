@@ -20,6 +20,7 @@ from pathlib import Path
 from headswap import model_dir
 from headswap.atomic import sha256_of
 from headswap.errors import HeadswapError
+from headswap.oos_scores import STATS_FILE
 from headswap.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
 
 ONNX_FILE, TOKENIZER_DIR = "model.onnx", "tokenizer"
@@ -75,9 +76,11 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
     from headswap.models import position_limit
     trace = _batch(clf.encoder_, TRACE_TEXTS)
     inputs = list(trace)
+    # Strategies with pooled features export them as a second output: the out-of-scope scores read them.
+    features = clf.strategy_.pooled_features and hasattr(module, "with_features")
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         fp32 = Path(tmp) / ONNX_FILE
-        _trace(module, inputs, trace, fp32)
+        _trace(module, inputs, trace, fp32, features)
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
             from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -89,12 +92,13 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
         else:
             shutil.move(fp32, out / ONNX_FILE)
     clf.tokenizer_.save_pretrained(out / TOKENIZER_DIR)
-    for name in (model_dir.WEIGHTS_FILE, model_dir.CARD_FILE):
+    for name in (model_dir.WEIGHTS_FILE, model_dir.CARD_FILE, STATS_FILE):
         if (src / name).is_file():
             shutil.copy2(src / name, out / name)
     encoder = {f.name: getattr(clf.encoder_, f.name) for f in dataclasses.fields(clf.encoder_)
                if f.init and f.name not in ("tokenizer", "prompt")}
     entry = {"format": fmt, "file": ONNX_FILE, "quantize": quantize, "inputs": inputs, "tokenizer": TOKENIZER_DIR,
+             "outputs": ["logits", "features"] if features else ["logits"],
              "encoder": encoder, "sha256": sha256_of(out / ONNX_FILE), "bytes": (out / ONNX_FILE).stat().st_size,
              "positions": position_limit(clf.model_spec_),    # the most tokens the graph takes (None: unknown)
              "summary": {k: v for k, v in clf.summary().items() if k.endswith("_params")},
@@ -118,7 +122,7 @@ def _batch(encoder, texts: list[str]) -> dict:
     return batch
 
 
-def _trace(module, inputs: list[str], batch: dict, path: Path) -> None:
+def _trace(module, inputs: list[str], batch: dict, path: Path, features: bool = False) -> None:
     import torch
 
     class Positional(torch.nn.Module):
@@ -130,7 +134,8 @@ def _trace(module, inputs: list[str], batch: dict, path: Path) -> None:
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra)
+            run = self.inner.with_features if features else self.inner
+            return run(input_ids=input_ids, attention_mask=attention_mask, **extra)
 
     if inputs != ["input_ids", "attention_mask", "token_type_ids"][:len(inputs)]:
         raise HeadswapError(f"cannot export a model whose batches hold {inputs}")
@@ -140,7 +145,8 @@ def _trace(module, inputs: list[str], batch: dict, path: Path) -> None:
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
         try:
             torch.onnx.export(Positional(module), tuple(batch[k] for k in inputs), str(path), dynamo=True,
-                              input_names=inputs, output_names=["logits"], external_data=False, verbose=False,
+                              input_names=inputs, output_names=["logits", "features"] if features else ["logits"],
+                              external_data=False, verbose=False,
                               dynamic_shapes={k: dims for k in inputs})
         except Exception as e:   # torch.export's errors are long; the first line says what failed
             raise HeadswapError(f"ONNX export failed: {str(e).splitlines()[0][:300]}") from None

@@ -8,6 +8,7 @@ earlier version loads unchanged (tests/fixtures/format1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,10 @@ class Fitted:
     temperature: float | list[float] | None = None   # calibration: one, or one per label (multi-label)
     thresholds: list[float] | None = None            # multi-label decision thresholds, one per label
     reject_threshold: float | None = None            # out_of_scope: the top probability below which it rejects
+    # out_of_scope: the score it rejects by and its threshold (headswap.oos), and the statistics that feature
+    # scores read (headswap.oos_scores.OosStatistics, saved in a safetensors file of its own, not in the config)
+    oos_score: dict | None = None
+    oos_statistics: Any = None
     history: list[dict] = field(default_factory=list)   # one entry per epoch: loss, validation metrics
     best_epoch: int | None = None
     train_seconds: float = 0.0
@@ -32,8 +37,8 @@ class Fitted:
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
     distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
 
-    SAVED = ("temperature", "thresholds", "reject_threshold", "body_tuning", "history", "train_seconds", "evaluation",
-             "chunk_aggregate")
+    SAVED = ("temperature", "thresholds", "reject_threshold", "oos_score", "body_tuning", "history", "train_seconds",
+             "evaluation", "chunk_aggregate")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""
@@ -60,7 +65,7 @@ class Fitted:
         weight = config["params"].get("class_weight")
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
                    temperature=config.get("temperature"), thresholds=config.get("thresholds"),
-                   reject_threshold=config.get("reject_threshold"),
+                   reject_threshold=config.get("reject_threshold"), oos_score=config.get("oos_score"),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
                    chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"))

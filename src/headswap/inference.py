@@ -65,13 +65,28 @@ def predict_logits(model: nn.Module, items: Sequence, collate: Callable, batch_s
     rows are put back in input order at the end. With an accelerate Accelerator, each process runs its
     shard and every process gets all the logits.
     """
+    return _in_input_order(model, items, collate, batch_size, accelerator, progress, desc, "forward")
+
+
+@torch.inference_mode()
+def predict_logits_and_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                                progress: bool = False, desc: str = "predict"):
+    """((N, K) logits, (N, D) pooled features) in the order of `items`, from one pass: model.with_features."""
+    return _in_input_order(model, items, collate, batch_size, None, progress, desc, "with_features")
+
+
+def _in_input_order(model, items, collate, batch_size, accelerator, progress, desc, method):
     order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
-    logits = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc)
-    if len(logits) == 0:
-        return logits
-    restored = torch.empty_like(logits)
-    restored[torch.tensor(order)] = logits
-    return restored
+    out = _predict_in_order(model, [items[i] for i in order], collate, batch_size, accelerator, progress, desc,
+                            method)
+
+    def restore(x):
+        if len(x) == 0:
+            return x
+        restored = torch.empty_like(x)
+        restored[torch.tensor(order)] = x
+        return restored
+    return tuple(map(restore, out)) if isinstance(out, tuple) else restore(out)
 
 
 def _predict_in_order(model, items, collate, batch_size, accelerator, progress, desc, method="forward"):
@@ -89,6 +104,10 @@ def _predict_in_order(model, items, collate, batch_size, accelerator, progress, 
         logits = run(**batch)
         out.append(accelerator.gather_for_metrics(logits) if accelerator else logits)
     model.train(was_training)
+    if out and isinstance(out[0], tuple):   # with_features: (logits, features) per batch
+        return tuple(torch.cat(parts).float().cpu() for parts in zip(*out))
+    if not out and method == "with_features":
+        return torch.empty(0), torch.empty(0)
     return torch.cat(out).float().cpu() if out else torch.empty(0)
 
 

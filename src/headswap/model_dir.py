@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,9 @@ NOTICE_FILE = "NOTICE"
 FORMAT_VERSION = 1
 # What a save or an export writes into a model directory (and a later save replaces); anything else found
 # there (a user's notes, `headswap eval` output) is carried over into the new model, never deleted.
-OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints")
+# (oos_statistics.safetensors: headswap.oos_scores.STATS_FILE, what the mahalanobis and knn scores read)
+OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints",
+         "oos_statistics.safetensors")
 
 if TYPE_CHECKING:   # torch is imported where weights are read or written: the TF-IDF model reads configs too
     import torch
@@ -200,7 +203,10 @@ def check_config(path: Path, config: dict) -> None:
                               ("train_seconds", is_number, "a number >= 0"),
                               ("evaluation", lambda v: isinstance(v, dict), "an object or null"),
                               ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
-                              ("export", lambda v: isinstance(v, dict), "an object or null")):
+                              ("export", lambda v: isinstance(v, dict), "an object or null"),
+                              ("oos_score", _oos_score_ok, 'an object {"score": one of softmax, energy, '
+                               'mahalanobis, knn, "threshold": a number or null, "statistics": a file name or null}'
+                               ' or null')):
         check(key, config.get(key, _MISSING), optional(ok), expected)
     _check_label_kind(where, params, config)
     # A chunking model's windows are aggregated as training chose: without the choice it cannot predict.
@@ -235,7 +241,7 @@ def fingerprint(path: Path) -> str:
     it is continuing with the same model."""
     import hashlib
     h = hashlib.sha256()
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
+    for name in (CONFIG_FILE, WEIGHTS_FILE, OWNED[-1]):
         file = Path(path) / name
         if file.is_file():
             h.update(name.encode() + b"\0")
@@ -256,6 +262,14 @@ def inside(path: Path, name, key: str) -> Path:
         raise HeadswapError(f"{path / CONFIG_FILE}: {key} names {name!r:.120}, which is outside the model "
                             f"directory; a model directory may only name its own files")
     return target
+
+
+def _oos_score_ok(v) -> bool:
+    t = v.get("threshold") if isinstance(v, dict) else None
+    return (isinstance(v, dict) and v.get("score") in ("softmax", "energy", "mahalanobis", "knn")
+            and (t is None or (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)))
+            and (v.get("statistics") is None or isinstance(v.get("statistics"), str))
+            and (v["score"] not in ("mahalanobis", "knn") or bool(v.get("statistics"))))
 
 
 def _positive(v) -> bool:

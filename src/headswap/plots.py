@@ -220,3 +220,33 @@ def plot_label_f1(metrics: dict, path, title: str | None = None) -> Path:
     ax.set_title(title or "F1 per label")
     ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
+
+
+def plot_oos_scores(block: dict, path, title: str | None = None) -> Path:
+    """The distribution of each out-of-scope score over in-scope and out-of-scope texts (the histograms of
+    headswap.oos.block's "distribution"), one panel per score, with its AUROC; the score in use marked."""
+    dist = block.get("distribution") or {}
+    names = [n for n, h in dist.items() if h.get("edges")]
+    fig = _figure(3.2 * max(len(names), 1), 2.8)
+    for i, name in enumerate(names):
+        h, ax = dist[name], fig.add_subplot(1, max(len(names), 1), i + 1)
+        edges = np.asarray(h["edges"])
+        for counts, colour, label in ((h["in_scope"], ROW_COLOR, "in scope"), (h["oos"], "#d62728", "out of scope")):
+            c = np.asarray(counts, dtype=float)
+            ax.stairs(c / max(c.sum(), 1), edges, fill=True, alpha=0.45, color=colour, label=label)
+        auroc = (block.get("scores") or {}).get(name, {}).get("auroc")
+        used = name == block.get("score")
+        ax.set_title(f"{name}{' (used)' if used else ''}" + (f"\nAUROC {auroc:.3f}" if auroc is not None else ""),
+                     fontsize=9)
+        if used and block.get("threshold") is not None:
+            # softmax's threshold is on the top probability; its score is 1 - that probability
+            t = 1 - block["threshold"] if name == "softmax" else block["threshold"]
+            ax.axvline(t, color="black", lw=1, ls="--")
+        ax.set_xlabel("score (higher: more out of scope)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if i == 0:
+            ax.set_ylabel("share of texts", fontsize=8)
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

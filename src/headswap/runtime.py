@@ -89,6 +89,7 @@ class OnnxRunner:
                                 f"again")
         self.num_labels = num_labels
         self.summary = dict(export.get("summary") or {})
+        self.outputs = [o.name for o in self.session.get_outputs()]
 
     def start_predict(self) -> None:
         """As ClassifierModule.start_predict: nothing is counted per call."""
@@ -106,8 +107,30 @@ class OnnxRunner:
         for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, leave=False):
             rows = order[start:start + batch_size]
             batch = collate([items[i] for i in rows])
-            out[rows] = self.session.run(None, {n: batch[n].numpy() for n in self.inputs})[0]
+            out[rows] = self.session.run(["logits"], {n: batch[n].numpy() for n in self.inputs})[0]
         return out
+
+    def logits_and_features(self, items: list[dict], collate, batch_size: int = 64, progress: bool = False,
+                            desc: str = "predict"):
+        """As ClassifierModule.logits_and_features: (N, K) logits and (N, D) pooled features, from the graph's
+        second output (exports since the out-of-scope scores have it)."""
+        import numpy as np
+
+        from headswap.inference import item_length
+        if "features" not in self.outputs:
+            raise HeadswapError("this exported graph gives no pooled features, which the mahalanobis and knn "
+                                "out-of-scope scores read; export the model again")
+        order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
+        logits = np.empty((len(items), self.num_labels), dtype=np.float32)
+        feats = None
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            batch = collate([items[i] for i in rows])
+            got = self.session.run(["logits", "features"], {n: batch[n].numpy() for n in self.inputs})
+            if feats is None:
+                feats = np.empty((len(items), got[1].shape[1]), dtype=np.float32)
+            logits[rows], feats[rows] = got
+        return logits, (feats if feats is not None else np.empty((0, 0), dtype=np.float32))
 
 
 def check_encoder(path: Path, export: dict, max_length) -> dict:

@@ -26,6 +26,8 @@ MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "acc
 CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
 REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
 HEAD_FITS = ("loop", "logistic")     # headswap.train.logistic fits the second
+# What the reject threshold is on (headswap.oos_scores.SCORES, which keys on these names), or auto.
+REJECT_SCORES = ("auto", "softmax", "energy", "mahalanobis", "knn")
 
 
 # The strategies, in the order tables list them. Declared here, not read from headswap.strategies, so that options
@@ -118,6 +120,12 @@ class TrainSettings:
                                  "validation in-scope accuracy (a rejected in-scope text counts as wrong) at or above "
                                  "reject_target, or reach that out-of-scope recall (needs out-of-scope texts in the "
                                  "validation data)", choices=REJECT_METRICS)
+    reject_score: str = setting("auto", "what the out-of-scope threshold is on: softmax (the top calibrated "
+                                "probability), energy (logsumexp of the logits), mahalanobis (distance of the pooled "
+                                "features to the nearest class mean, one shared covariance), knn (cosine distance to "
+                                "the 10th nearest training text's features), or auto: the one with the best "
+                                "validation AUROC of separating out-of-scope from in-scope texts (softmax when the "
+                                "validation data has no out-of-scope texts)", choices=REJECT_SCORES)
     reject_target: float = setting(0.95, "the value reject_metric must meet on the validation data", above=0,
                                    maximum=1)
     static_vocab_min_count: int = setting(2, "static: words of the training texts seen at least this often, and "
@@ -223,6 +231,9 @@ def check(values: dict[str, Any]) -> None:
             problem = bound_problem(f, value)
             if problem:
                 raise ConfigError(f"{f.name}: {problem}")
+    if values.get("reject_score") not in (None, "auto") and values.get("out_of_scope") is None:
+        raise ConfigError(f"reject_score {values['reject_score']!r} is what the out-of-scope threshold is on; set "
+                          f"out_of_scope (the label of texts that fit no class) to use it")
     stride, window = values.get("chunk_stride"), values.get("max_length", ModelSettings.max_length)
     if stride is not None and window is not None and stride >= window:
         raise ConfigError(f"chunk_stride {stride} must be below max_length {window} (the window): consecutive "

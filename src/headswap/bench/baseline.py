@@ -23,8 +23,11 @@ def tfidf_svm(seed: int = 0, multi_label: bool = False):
     return Pipeline([("tfidf", tfidf_features()), ("svm", OneVsRestClassifier(svm) if multi_label else svm)])
 
 
-def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
-    """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split."""
+def run_tfidf_baseline(data: BenchData, seed: int = 0, reject: dict | None = None) -> dict:
+    """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split. With reject
+    (out_of_scope, reject_metric, reject_target): the test's out-of-scope rows are left out of its metrics, and
+    the row's out_of_scope block is the max-probability rule on TF-IDF + logistic regression (headswap.tfidf),
+    whose probabilities a LinearSVC lacks, tuned on the validation data as the model rows are."""
     from headswap.metrics import metrics_from_predictions
 
     row = {"model": BASELINE_MODEL, "model_name": BASELINE_MODEL, "model_kind": "bag-of-n-grams",
@@ -42,7 +45,8 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
             t1 = time.perf_counter()
             pred = pipe.predict(data.test.texts)
             eval_s = time.perf_counter() - t1
-            m = metrics_from_predictions([index[v] for v in data.test.labels], pred, labels)
+            keep = [i for i, v in enumerate(data.test.labels) if v in index]    # out-of-scope rows: no class
+            m = metrics_from_predictions([index[data.test.labels[i]] for i in keep], pred[keep], labels)
             svm = pipe.named_steps["svm"]
             n_params = int(svm.coef_.size + svm.intercept_.size)
             row.update(_metric_fields(m))
@@ -52,8 +56,23 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0) -> dict:
                        texts_per_second=len(data.test) / eval_s if eval_s else 0.0,
                        forward_passes_per_text=None, forward_passes_nominal="no transformer",
                        history=[], best_epoch=None, notes=[])
+            if reject is not None:
+                row["out_of_scope"] = _reject_block(data, reject)
         except Exception as e:
             row.update(_error_fields(e))
         row["wall_seconds"] = time.perf_counter() - t0
     row.update(mem.to_dict())
     return row
+
+
+def _reject_block(data: BenchData, reject: dict) -> dict:
+    from headswap.oos import probability_block
+    from headswap.tfidf import TfidfClassifier
+    label = reject["out_of_scope"]
+    clf = TfidfClassifier().fit(data.train.texts, data.train.labels)    # learns the label when train has it
+    val = data.validation
+    val_probs, val_labels = (clf.predict_proba(val.texts), val.labels) if val is not None else (None, None)
+    out = probability_block(clf.classes_, label, val_probs, val_labels, clf.predict_proba(data.test.texts),
+                            data.test.labels, reject["reject_metric"], reject["reject_target"])
+    out["model"] = "TF-IDF + logistic regression (headswap.tfidf), its probabilities"
+    return out

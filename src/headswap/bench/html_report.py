@@ -74,7 +74,8 @@ details summary { cursor: pointer; color: #555; font-size: 0.9em; }
 
 SECTION_TITLES = (("summary", "Run"), ("auto", "Auto: candidates and winner"), ("results", "Results"),
                   ("quality-vs-speed", "Quality vs speed"), ("learning-curves", "Learning curves"),
-                  ("confusion", "Confusion matrices"), ("calibration", "Calibration"), ("skipped", "Skipped"))
+                  ("confusion", "Confusion matrices"), ("calibration", "Calibration"),
+                  ("out-of-scope", "Out of scope"), ("skipped", "Skipped"))
 
 
 # ---- small formatting helpers -------------------------------------------------------------------------------------
@@ -448,6 +449,40 @@ def _calibration(rows: Sequence[dict], charts: _Charts) -> str:
     return '<div class="grid">' + "\n".join(figures) + "</div>"
 
 
+OOS_COLUMNS = ("model", "strategy", "regime", "score used", "AUROC", "FPR@95TPR", "best score (AUROC)",
+               "in-scope acc. without threshold", "in-scope acc.", "oos recall", "oos precision")
+
+
+def oos_cells(r: dict) -> list[str]:
+    """One row of the out-of-scope table (headswap.oos.block of a row): the score in use and its threshold-free
+    figures, the best score's AUROC, in-scope accuracy without and with the threshold, oos recall and precision."""
+    o = r["out_of_scope"]
+    figs = o.get("scores") or {}
+    used = figs.get(o.get("score")) or {}
+    known = {n: f["auroc"] for n, f in figs.items() if f.get("auroc") is not None}
+    best = max(known, key=known.get) if known else None
+    return [r["model_name"], r["strategy"], r["regime"], str(o.get("score")), _num(used.get("auroc"), ".4f"),
+            _num(used.get("fpr_at_95_tpr")), f"{best} ({known[best]:.4f})" if best else "–",
+            _num(o.get("in_scope_accuracy_without_threshold"), ".4f"), _num(o.get("in_scope_accuracy"), ".4f"),
+            _num(o.get("oos_recall")), _num(o.get("oos_precision"))]
+
+
+def _out_of_scope(rows: Sequence[dict], charts: _Charts) -> str:
+    """The out-of-scope table (headswap.bench.report.oos_cells) and each row's score distributions."""
+    from headswap.plots import plot_oos_scores
+    with_oos = [r for r in _sorted_rows(rows) if _ok(r) and isinstance(r.get("out_of_scope"), dict)]
+    table = _table([(c, "") for c in OOS_COLUMNS], [("", [_e(c) for c in oos_cells(r)]) for r in with_oos])
+    figures = []
+    for r in with_oos:
+        name, block = _row_name(r), r["out_of_scope"]
+        img = charts.img(f"out-of-scope scores of {name}", lambda p, b=block, n=name: plot_oos_scores(b, p, n),
+                         f"out-of-scope score distributions: {name}")
+        figures.append(f'<figure class="wide"><figcaption>{_e(name)}</figcaption>{img}</figure>')
+    return ('<p class="muted">AUROC of separating out-of-scope from in-scope test texts by each score; FPR@95TPR: '
+            'out-of-scope texts accepted when 95% of in-scope texts are; in-scope accuracy counts a rejected text '
+            'as wrong.</p>' + table + '<div class="grid">' + "\n".join(figures) + "</div>")
+
+
 def _skipped(skipped: Sequence[dict]) -> str:
     if not skipped:
         return '<p class="muted">none: every strategy ran on every model it was asked for</p>'
@@ -491,6 +526,8 @@ def render_html(results: dict, title: str | None = None) -> str:
         sections.append(("confusion", _confusions(rows, charts)))
         if any(isinstance(r.get("calibration"), dict) for r in rows):
             sections.append(("calibration", _calibration(rows, charts)))
+        if any(_ok(r) and isinstance(r.get("out_of_scope"), dict) for r in rows):
+            sections.append(("out-of-scope", _out_of_scope(rows, charts)))
         sections.append(("skipped", _skipped(results.get("skipped") or [])))
     titles = dict(SECTION_TITLES)
     nav = "".join(f'<a href="#{sid}">{_e(titles[sid])}</a>' for sid, _ in sections)

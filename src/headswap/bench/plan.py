@@ -41,8 +41,9 @@ def _split_info(path: Path, full: LabelledData, used: LabelledData) -> dict:
 
 
 def load_bench_data(data_dir, train_limit: int | None = None, test_limit: int | None = None,
-                    seed: int = 0) -> BenchData:
-    """DIR/train.csv and DIR/test.csv (DIR/validation.csv when present), cut to stratified subsets."""
+                    seed: int = 0, out_of_scope: str | None = None) -> BenchData:
+    """DIR/train.csv and DIR/test.csv (DIR/validation.csv when present), cut to stratified subsets. Rows labelled
+    out_of_scope may be in the test and validation files (the reject option answers them)."""
     files = split_files(Path(data_dir).expanduser(), required=("train", "test"),
                         who="a bench data folder (columns text,label)")
     train_full = load_dataset(files["train"])
@@ -51,14 +52,14 @@ def load_bench_data(data_dir, train_limit: int | None = None, test_limit: int | 
     train = stratified_subset(train_full, train_limit, seed)
     test = stratified_subset(test_full, test_limit, seed)
     check_training_data(train)
-    check_eval_labels(train.labels, test)
+    check_eval_labels(train.labels, test, out_of_scope)
     sizes = {"train": _split_info(files["train"], train_full, train),
              "test": _split_info(files["test"], test_full, test)}
     validation = None
     if "validation" in files:
         val_full = load_dataset(files["validation"])
         validation = stratified_subset(val_full, validation_limit(len(val_full), train_limit), seed)
-        check_eval_labels(train.labels, validation)
+        check_eval_labels(train.labels, validation, out_of_scope)
         sizes["validation"] = _split_info(files["validation"], val_full, validation)
     else:
         sizes["validation"] = {"file": None, "note": f"no validation.csv: TextClassifier holds out "

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from headswap.bench.html_report import model_display_name, write_html
+from headswap.bench.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
 from headswap.bench.plan import EVAL_FRACTION
 
 
@@ -139,6 +139,7 @@ def render_markdown(results: dict) -> str:
         lines.append("| *test support* | | | " + " | ".join(str(support.get(lab, 0)) for lab in labels) + " |")
         lines.append("")
 
+    lines += oos_table(rows)
     failed = [r for r in rows if r.get("status") != "ok"]
     if failed:
         lines += ["## Failed rows", ""]
@@ -182,6 +183,21 @@ def render_markdown(results: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def oos_table(rows: list[dict]) -> list[str]:
+    """The markdown out-of-scope section, when rows have an out_of_scope block."""
+    with_oos = [r for r in _sorted_rows(rows) if r.get("status") == "ok" and isinstance(r.get("out_of_scope"), dict)]
+    if not with_oos:
+        return []
+    lines = ["## Out of scope (reject option) on the test set", "",
+             "AUROC: of separating out-of-scope from in-scope test texts by the score (0.5 = chance); FPR@95TPR: the "
+             "share of out-of-scope texts accepted when 95% of in-scope texts are. In-scope accuracy counts a "
+             "rejected in-scope text as wrong; the threshold was tuned on the validation data. The baseline's "
+             "figures are TF-IDF + logistic regression's top probability with the same threshold rule.", "",
+             "| " + " | ".join(OOS_COLUMNS) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 7) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in oos_cells(r)) + " |" for r in with_oos]
+    return lines + [""]
 
 
 def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) -> list[Path]:

@@ -54,6 +54,8 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
                        notes=list(getattr(clf, "notes_", []) or []))
             if m.extra.get("calibration"):
                 row["calibration"] = m.extra["calibration"]     # ECE/Brier before and after temperature
+            if m.extra.get("out_of_scope"):      # headswap.oos.block: every score's AUROC, the decisions
+                row["out_of_scope"] = m.extra["out_of_scope"]
             if "parse_counts" in m.extra:
                 counts = m.extra.get("parse_counts", {})     # this evaluation's texts only
                 row["parse_counts"] = dict(counts)
@@ -108,7 +110,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
     planned, skipped = plan_bench({m: spec.kind for m, spec in specs.items()}, names, epochs, regime, zero_shot,
                                   chunking=full.get("chunk_stride") is not None)
-    data = load_bench_data(data_dir, train_limit, test_limit, seed)
+    data = load_bench_data(data_dir, train_limit, test_limit, seed, full["out_of_scope"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -139,7 +141,8 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
 
     total = len(planned) + 1
     log(f"[1/{total}] baseline: TF-IDF (word 1-2 + char_wb 2-5 grams) + LinearSVC (estimate: seconds)")
-    add(run_tfidf_baseline(data, seed))
+    add(run_tfidf_baseline(data, seed, reject={k: full[k] for k in ("out_of_scope", "reject_metric", "reject_target")}
+                           if full["out_of_scope"] is not None else None))
 
     probes: dict[tuple[str, str], dict] = {}
     try:

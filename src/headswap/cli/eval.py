@@ -87,8 +87,16 @@ def _run(args, out: Path) -> int:
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
     if "out_of_scope" in m.extra:
+        from headswap.oos import describe_scores
+        from headswap.plots import plot_oos_scores
         from headswap.reject import describe
-        print(f"out of scope ({m.extra['out_of_scope']['label']}): {describe(m.extra['out_of_scope'])}")
+        block = m.extra["out_of_scope"]
+        print(f"out of scope ({block['label']}): {describe(block)}; score {block.get('score', 'softmax')}")
+        if block.get("oos_texts"):
+            print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
+                  f"{describe_scores(block)}")
+            plot_oos_scores(block, out / "oos_scores.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
+            chart += ", oos_scores.png"
     print(f"wrote {out / 'metrics.json'}, {out / chart} and {out / 'reliability_diagram.png'}", file=sys.stderr)
     return 0
 

@@ -107,7 +107,12 @@ def _run(args) -> int:
         print(calibration_line(m.extra["calibration"]))
         if "out_of_scope" in m.extra:
             from headswap.reject import describe
-            print(f"out of scope ({args.out_of_scope}): {describe(m.extra['out_of_scope'])}")
+            block = m.extra["out_of_scope"]
+            print(f"out of scope ({args.out_of_scope}): {describe(block)}; score {block.get('score', 'softmax')}")
+            if block.get("oos_texts"):
+                from headswap.oos import describe_scores
+                print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
+                      f"{describe_scores(block)}")
     print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
     PartialState().wait_for_everyone()
     return 0

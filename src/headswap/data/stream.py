@@ -149,15 +149,16 @@ def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None
     return rows
 
 
-def decisions(clf, probs) -> tuple[str, list]:
+def decisions(clf, probs, oos_score=None) -> tuple[str, list]:
     """What predict answers for each row of clf.predict_proba's output: ("label", a name per row) or, for a
-    multi-label model, ("labels", a list of names per row)."""
+    multi-label model, ("labels", a list of names per row). oos_score: each row's out-of-scope score, for a model
+    that rejects by one (headswap.oos.predict_scored)."""
     if not len(probs):
         return ("labels" if getattr(clf, "multi_label", False) else "label"), []
     if getattr(clf, "multi_label", False):
         return "labels", [[str(v) for v in s] for s in clf.decide(probs)]
     if getattr(clf, "out_of_scope", None) is not None:    # the reject option may answer a label of its own
-        return "label", [str(v) for v in clf.decide(probs)]
+        return "label", [str(v) for v in (clf.decide(probs) if oos_score is None else clf.decide(probs, oos_score))]
     labels = [str(v) for v in clf.labels_]
     return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
 
@@ -178,18 +179,20 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
     if encoder is not None:
         encoder.quiet = True
     bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=done)
+    from headswap.oos import scored_proba, split_scored
+    run = scored_proba(clf)
     while True:
         chunk = [r for _, r in zip(range(chunk_size), rows)]
         if not chunk:
             break
         try:
-            probs = clf.predict_proba([t for _, t in chunk])
+            probs, score = split_scored(clf, run([t for _, t in chunk]))
         except BaseException:
             if encoder is not None:
                 encoder.quiet = False
             raise
         truncated += encoder.truncated if encoder is not None else 0
-        key, answers = decisions(clf, probs)
+        key, answers = decisions(clf, probs, score)
         for (number, text), p, answer in zip(chunk, probs, answers):
             record = {"row": number, "text": text, key: answer,
                       "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}}

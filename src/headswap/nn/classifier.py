@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headswap.inference import predict_logits
+from headswap.inference import predict_logits, predict_logits_and_features
 from headswap.nn.heads import PairScoreHead, make_head
 from headswap.nn.pooling import make_pool
 from headswap.text.encoding import label_tensor
@@ -42,6 +42,13 @@ class ClassifierModule(nn.Module):
         """(N, K) float32 logits in the order of `items` (encoded texts; `collate` batches them)."""
         return predict_logits(self, items, collate, batch_size, progress=progress, desc=desc).numpy()
 
+    def logits_and_features(self, items: list, collate, batch_size: int = 64, progress: bool = False,
+                            desc: str = "predict") -> tuple[np.ndarray, np.ndarray]:
+        """As logits(), with each item's pooled (N, D) features from the same pass (modules with with_features:
+        what the out-of-scope scores of headswap.oos_scores read)."""
+        logits, feats = predict_logits_and_features(self, items, collate, batch_size, progress=progress, desc=desc)
+        return logits.numpy(), feats.numpy()
+
 
 class Classifier(ClassifierModule):
     # A learned attention pool belongs to the head.
@@ -60,6 +67,11 @@ class Classifier(ClassifierModule):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **body_kwargs) -> torch.Tensor:
         return self.head(self.features(input_ids, attention_mask, **body_kwargs))
+
+    def with_features(self, input_ids, attention_mask, **body_kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        """((B, K) logits, (B, D) pooled features) from one pass of the body."""
+        f = self.features(input_ids, attention_mask, **body_kwargs)
+        return self.head(f), f
 
 
 class SimilarityClassifier(ClassifierModule):
@@ -102,6 +114,10 @@ class SimilarityClassifier(ClassifierModule):
     def forward(self, input_ids, attention_mask, **kw):
         return self.head.score(self.features(input_ids, attention_mask, **kw), self.class_embeddings())
 
+    def with_features(self, input_ids, attention_mask, **kw):
+        f = self.features(input_ids, attention_mask, **kw)
+        return self.head.score(f, self.class_embeddings()), f
+
     @property
     def feature_cacheable(self) -> bool:
         return self.use_prototypes and super().feature_cacheable
@@ -118,6 +134,10 @@ class FixedClassEmbeddings(nn.Module):
 
     def forward(self, input_ids, attention_mask, **kw):
         return self.classifier.head.score(self.classifier.features(input_ids, attention_mask, **kw), self.classes)
+
+    def with_features(self, input_ids, attention_mask, **kw):
+        f = self.classifier.features(input_ids, attention_mask, **kw)
+        return self.classifier.head.score(f, self.classes), f
 
 
 class CrossEncoderClassifier(ClassifierModule):

@@ -467,7 +467,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     # Folder names only: /health is unauthenticated, and absolute paths tell a client about the server's disk.
     model_name = Path(model_name).name if os.sep in model_name else model_name
     model_dir_name = Path(model_dir).resolve().name if model_dir else None
-    batcher = MicroBatcher(clf.predict_proba, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
+    from headswap.oos import scored_proba, split_scored
+    # A model that rejects by a score other than softmax gets it as an extra column, sliced per request with the rest.
+    batcher = MicroBatcher(scored_proba(clf), max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
                            batching=batching)
 
     # ---- schema -----------------------------------------------------------------------------------------
@@ -588,7 +590,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
               "Concurrent requests are merged into one model batch (micro-batching).")
     async def predict(body: PredictRequest):
         try:
-            probs = await batcher.submit(body.texts)
+            probs, score = split_scored(clf, await batcher.submit(body.texts))
         except DataError as e:
             return JSONResponse({"error": str(e), "detail": None}, status_code=422)
         except Exception as e:
@@ -598,7 +600,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         if probs.shape[1] != len(labels):
             log.error("the model returned %d probabilities per text for %d labels", probs.shape[1], len(labels))
             return JSONResponse({"error": "prediction failed", "detail": None}, status_code=500)
-        key, answers = decisions(clf, probs)   # "labels" (multi-label) or "label", as predict writes them
+        key, answers = decisions(clf, probs, score)   # "labels" (multi-label) or "label", as predict writes them
         return {"predictions": [{key: answer, "probabilities": dict(zip(labels, row))}
                                 for answer, row in zip(answers, probs.tolist())]}
 

@@ -110,6 +110,7 @@ class Strategy:
     exportable: bool = False        # `headswap export` can write it as an ONNX graph (encoder bodies)
     chunkable: bool = True          # encodes each text on its own (Build.plain_encoder): chunk_stride applies
     frozen_features: bool = False   # head-only trains on the frozen body's pooled features (auto's cheap rungs)
+    pooled_features: bool = True    # its module has with_features (one (D,) vector per text): mahalanobis, knn
 
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
@@ -128,6 +129,9 @@ class Strategy:
             able = ", ".join(s.name for s in REGISTRY.values() if s.multi_label)
             raise ConfigError(f"strategy {self.name!r} picks one class per text and cannot do multi-label; use one "
                               f"of {able}")
+        if params.get("reject_score") in ("mahalanobis", "knn") and not self.pooled_features:
+            raise ConfigError(f"strategy {self.name!r} has no pooled features per text, so reject_score "
+                              f"{params['reject_score']!r} cannot be computed; it supports auto, softmax and energy")
         if params.get("chunk_stride") is not None and not self.chunkable:
             able = ", ".join(s.name for s in REGISTRY.values() if s.chunkable)
             raise ConfigError(f"strategy {self.name!r} does not encode each text on its own and cannot chunk long "

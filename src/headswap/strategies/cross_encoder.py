@@ -12,6 +12,7 @@ class CrossEncoder(Strategy):
     encoder_only = True
     exportable = True
     chunkable = False     # each item is a (text, description) pair
+    pooled_features = False   # no single vector per text (one per (text, class) pair)
 
     def text_encoder(self, b: Build):
         from headswap.text.encoding import TextEncoder

@@ -20,6 +20,7 @@ class GenerateParse(Strategy):
     lm_head = True
     default_regime = "lora"
     chunkable = False     # the text sits inside the task prompt
+    pooled_features = False   # no single vector per text (it generates)
 
     def text_encoder(self, b: Build):
         return b.prompt_encoder(cache=False)   # whole prompts: generation manages its own cache
