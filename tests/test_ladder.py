@@ -227,3 +227,20 @@ def test_a_probe_that_overruns_its_limit_says_so(world):
     assert probe["train_batch_seconds"] > 0 and probe["inference_seconds_per_text"] > 0
     with pytest.raises(ProbeTooSlow, match="took over"):
         probe_timing(rung, data, {"progress": False, "batch_size": 4}, batches=2, time_limit=1e-6)
+
+
+def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_path, monkeypatch):
+    _, enc, _, data = world
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
+        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
+        (folder / name).write_text(rows)
+    real = headswap.bench.climb.validation_f1
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
+    results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                   log=lambda _: None, lr_search=False, more_epochs=False, regime="full", out_of_scope="oos")
+    winner = next(r for r in results["rows"] if r["winner"])
+    block = winner["out_of_scope"]
+    assert block["label"] == "oos" and block["oos_texts"] == 4 and 0 <= block["oos_recall"] <= 1
+    assert set(block["scores"]) >= {"softmax", "energy"}

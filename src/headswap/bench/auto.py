@@ -70,12 +70,13 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _data(data_dir, seed: int):
-    """(train, validation, test, sizes): validation.csv, or a stratified tenth of train held out."""
+def _data(data_dir, seed: int, out_of_scope: str | None = None):
+    """(train, validation, test, sizes): validation.csv, or a stratified tenth of train held out. With out_of_scope,
+    that label's rows are allowed in validation and test (each candidate rejects them; the test row reports it)."""
     from headswap.bench.plan import EVAL_FRACTION, load_bench_data
     from headswap.data.sampling import stratified_split
 
-    data = load_bench_data(data_dir, seed=seed)
+    data = load_bench_data(data_dir, seed=seed, out_of_scope=out_of_scope)
     train, validation, sizes = data.train, data.validation, dict(data.sizes)
     if validation is None:
         train, validation = stratified_split(train, EVAL_FRACTION, seed)
@@ -185,7 +186,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
     ladder, skipped = plan_ladder({m: s.kind for m, s in specs.items()}, names, settings["epochs"], full["regime"],
                                   full["head"], chunking=full.get("chunk_stride") is not None)
-    train, validation, test, sizes = _data(data_dir, full["seed"])
+    train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -273,6 +274,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
         if "calibration" in m.extra:
             row["calibration"] = m.extra["calibration"]
+        if m.extra.get("out_of_scope"):     # headswap.oos: the chosen score, every score's AUROC, the decisions
+            row["out_of_scope"] = m.extra["out_of_scope"]
         results["rows"].append(row)
         log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
