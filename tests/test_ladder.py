@@ -9,8 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from test_bench import _write_split
-from tiny_models import make_tiny_causal, make_tiny_encoder
+from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
 import headswap.bench.climb
 import headswap.bench.measure
@@ -21,19 +20,6 @@ from headswap.errors import ConfigError
 from headswap.inference import feature_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ladder")
-    torch.manual_seed(0)
-    enc, cau = make_tiny_encoder(root / "tiny-enc"), make_tiny_causal(root / "tiny-causal")
-    data = root / "data"
-    data.mkdir()
-    _write_split(data / "train.csv", 45)
-    _write_split(data / "validation.csv", 15, offset=50)
-    _write_split(data / "test.csv", 21, offset=100)
-    return root, str(enc), str(cau), data
 
 
 TEXTS = [f"free prize win cash {i}" for i in range(30)] + [f"see you at lunch today {i}" for i in range(30)]
