@@ -230,3 +230,21 @@ def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_pa
     block = winner["out_of_scope"]
     assert block["label"] == "oos" and block["oos_texts"] == 4 and 0 <= block["oos_recall"] <= 1
     assert set(block["scores"]) >= {"softmax", "energy"}
+
+
+def test_a_rung_that_fails_is_recorded_and_the_ladder_goes_on(world, tmp_path, monkeypatch):
+    _, enc, cau, data = world
+    real = headswap.bench.measure.probe_timing
+
+    def probe(p, *a, **kw):
+        if p.strategy == "slm-logits":      # e.g. two classes whose answers share a first token
+            raise ConfigError("classes 'bill_balance' and 'bill_due' share the first token 'bill'")
+        return real(p, *a, **kw)
+
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    results = auto(data, 600, models=[enc, cau], strategies="encoder-mlp,slm-logits,slm-letters", out=tmp_path,
+                   progress=False, log=lambda _: None, lr_search=False, more_epochs=False, regime="full")
+    by = {c["strategy"]: c for c in results["auto"]["candidates"][1:]}
+    assert by["slm-logits"]["status"] == "failed" and "share the first token" in by["slm-logits"]["error"]
+    assert by["slm-logits"]["reason"] == "failed while timing a few batches"
+    assert by["slm-letters"]["status"] == "ran" and by["encoder-mlp"]["status"] == "ran"

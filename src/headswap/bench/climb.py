@@ -84,7 +84,7 @@ class Climb:
             self.skip(entry, f"too slow for the {_dur(self.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
-            entry.update(status="failed", reason="failed while timing a few batches", **_error_fields(e))
+            entry.update({**_error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
             self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")
             return False
         self.costs.probes[rung.cost_key] = probe
@@ -223,7 +223,7 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
         if clf.notes_:
             entry["notes"] = list(clf.notes_)
     except Exception as e:
-        entry.update(status="failed", reason="failed while training", **_error_fields(e))
+        entry.update({**_error_fields(e), "status": "failed", "reason": "failed while training"})
         log(f"    failed: {entry['error']}")
         clf = None
     entry["seconds"] = time.perf_counter() - t0
