@@ -150,6 +150,8 @@ def test_bad_settings_are_refused_before_anything_runs(world, tmp_path):
         auto(data, 60, models=[enc], out=tmp_path, epochs=0)
     with pytest.raises(ConfigError, match="strategy"):
         auto(data, 60, models=[enc], out=tmp_path, strategy="encoder-mlp")
+    with pytest.raises(ConfigError, match="time_limit"):      # auto gives each rung its own
+        auto(data, 60, models=[enc], out=tmp_path, time_limit=5.0)
     with pytest.raises(ConfigError, match="quantization"):
         auto(data, 60, models=[enc], out=tmp_path, quantize="int4")
     assert not any(tmp_path.iterdir())

@@ -169,9 +169,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
     if quantize not in QUANTIZE:
         raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
-    bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label"})
+    bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label", "time_limit"})
     if bad:
-        raise ConfigError(f"auto takes TextClassifier settings other than strategy, model and multi_label; got {bad}")
+        raise ConfigError(f"auto takes TextClassifier settings other than strategy, model, multi_label and time_limit "
+                          f"(it gives each rung its share of the budget); got {bad}")
     settings = {"epochs": 1, **settings}
     if settings["epochs"] < 1:
         raise ConfigError("auto trains its candidates: epochs must be >= 1")

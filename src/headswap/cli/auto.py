@@ -8,6 +8,8 @@ import sys
 from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
 from headswap.cli.options import add_settings, duration, settings_from
 
+AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
+
 HELP = "train what fits a time budget, pick the best on validation, save it (exported when it can be)"
 DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline, then climbs a cost ladder: static, head-only "
                "heads on frozen features (logistic regression, linear, MLP; one encoding pass per model), fine-tuning, "
@@ -43,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="do not spend what is left of the budget training the best fine-tuned rung for more epochs "
                    "(tried only while its last epoch was its best)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    add_settings(p, skip=NOT_SETTINGS, epochs=1)
+    add_settings(p, skip=NOT_SETTINGS + AUTO_SETS, epochs=1)
 
 
 def run(args) -> int:
@@ -58,5 +60,5 @@ def run(args) -> int:
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
              lr_search=args.lr_search, more_epochs=args.more_epochs,
-             **settings_from(args, skip=NOT_SETTINGS))
+             **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0
