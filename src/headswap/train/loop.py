@@ -278,7 +278,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             if run.mid_epoch_due(steps):
                 run.save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
             if deadline is not None and time.perf_counter() >= deadline:
-                stopped = f"time limit {cfg.time_limit:g} s reached after {steps} of {steps_per_epoch} steps of " \
+                stopped = f"time limit {cfg.time_limit:.4g} s reached after {steps} of {steps_per_epoch} steps of " \
                           f"epoch {epoch}"
                 break
             if cfg.eval_every and eval_items is not None and steps % cfg.eval_every == 0 and steps < steps_per_epoch:
