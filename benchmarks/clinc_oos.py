@@ -172,7 +172,15 @@ def write(out_file: Path, args, counts, params, results) -> None:
            "published_bert_official_test": {"oos_class": {"in_scope_accuracy": 0.969, "oos_recall": 0.403},
                                             "threshold": {"in_scope_accuracy": 0.962, "oos_recall": 0.523}}}
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    out_file.write_text(json.dumps(_lean(out), indent=1, default=float) + "\n")
+
+
+def _lean(o):
+    """The figures without per-class tables, label lists, histories or histograms (151 classes made 9 MB)."""
+    if isinstance(o, dict):
+        return {k: _lean(v) for k, v in o.items()
+                if k not in ("confusion_matrix", "per_class", "labels", "history", "distribution")}
+    return [_lean(v) for v in o] if isinstance(o, list) else o
     print(f"wrote {out_file}", flush=True)
 
 
