@@ -43,6 +43,8 @@ def test_the_ladder_runs_cheap_to_dear_with_causal_models_last():
     assert {(s["model"], s["strategy"]) for s in skipped} >= {("enc", "slm-logits"), ("cau", "static")}
     # the frozen rungs of one model and strategy share a probe; the full rungs of plain strategies share one
     assert len({r.cost_key for r in rungs if r.tier == "frozen"}) == 1
+    ce = [r for r in rungs if r.strategy == "cross-encoder"][0]
+    assert ce.cost_key != [r for r in rungs if r.tier == "fine-tune" and r.strategy == "encoder-mlp"][0].cost_key
     assert rungs[-1].cost_key != [r for r in rungs if r.tier == "fine-tune"][0].cost_key
 
 
@@ -126,8 +128,8 @@ def test_rungs_of_one_cost_share_a_probe_and_every_rung_ran_or_says_why(world, t
     assert [(c["tier"], c.get("rung")) for c in cands[:3]] == [("frozen", f"{name} head") for name, _, _ in FROZEN_HEADS]
     assert {c["tier"] for c in cands[3:]} == {"fine-tune"}
     assert all(c["status"] == "ran" and c["estimated_seconds"] >= 0 for c in cands), cands
-    # one probe for the three frozen heads, one for the full fine-tuning of two plain-text strategies
-    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only")], probes
+    # one probe for the three frozen heads, one for each full fine-tuning (similarity also encodes its classes)
+    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only"), ("similarity", "full")], probes
 
 
 def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, monkeypatch):
