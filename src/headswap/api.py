@@ -237,6 +237,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                          label_names=labels, positive_label=self.positive_label,
                          log=log.info if not self.progress else _tqdm_write,
                          eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
+        self.stopped_ = result.stopped
         if result.stopped:
             self.notes_.append(f"training stopped early: {result.stopped}; the best validated weights were kept")
         self.train_seconds_ = time.perf_counter() - t0

@@ -30,6 +30,7 @@ class Fitted:
     best_epoch: int | None = None
     train_seconds: float = 0.0
     build_seconds: float = 0.0
+    stopped: str | None = None            # why training ended before its last epoch (time_limit); not saved
     trainable_params: int | None = None
     body_tuning: dict | None = None       # what a strategy's prepare_body did (e.g. setfit's contrastive phase)
     evaluation: dict | None = None        # test metrics recorded by `headswap train --data DIR`

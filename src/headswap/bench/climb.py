@@ -158,9 +158,7 @@ class Climb:
         self.log(f"  {label(entry)}: time-bounded, {_dur(train_s)} of training ({epochs} epochs planned, validated "
                  f"every {every} steps), {_dur(self.left())} left")
         self.train_rung(rung, entry, time_limit=train_s, epochs=epochs, eval_every=every, announce=False)
-        stopped = next((n for n in (entry.get("notes") or []) if n.startswith("training stopped early")), None)
-        entry["time_bounded"]["stopped"] = stopped.split(": ", 1)[1].split(";")[0] if stopped else \
-            "finished its epochs within the limit"
+        entry["time_bounded"]["stopped"] = entry.pop("stopped", None) or "finished its epochs within the limit"
 
     def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
@@ -222,6 +220,8 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
         entry.update(status="ran", validation_macro_f1=validation_f1(clf), best_epoch=getattr(clf, "best_epoch_", None))
         if clf.notes_:
             entry["notes"] = list(clf.notes_)
+        if clf.stopped_:
+            entry["stopped"] = clf.stopped_
     except Exception as e:
         entry.update({**_error_fields(e), "status": "failed", "reason": "failed while training"})
         log(f"    failed: {entry['error']}")

@@ -161,12 +161,12 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     classes = len(set(train.labels))
     n = min(len(train), max(batch_size * batches, classes if batches == 1 else min(classes, 2 * batch_size * batches)))
     sample = stratified_subset(train, n, settings.get("seed", 0))
-    per_epoch = batches if batches > 1 else 1
+    per_epoch = batches
     t0 = time.perf_counter()
     clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
                       batch_size=len(sample) if batches == 1 else batch_size, time_limit=time_limit)
     clf.fit(sample.texts, sample.labels)
-    if p.epochs and (len(clf.history_) < 2 or any(n.startswith("training stopped early") for n in clf.notes_)):
+    if p.epochs and (len(clf.history_) < 2 or clf.stopped_):
         raise ProbeTooSlow(f"timing {2 * per_epoch} training batches took over {time_limit:.0f} s")
     batch_s = startup_s = None
     if p.epochs:
