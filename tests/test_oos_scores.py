@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from tiny_models import make_tiny_encoder
+from test_reject import VAL_LABELS, VAL_TEXTS, enc  # noqa: F401  (the same validation texts and tiny encoder)
 
 from headswap import TextClassifier, oos
 from headswap.errors import ConfigError, HeadswapError
@@ -133,15 +133,6 @@ def test_a_score_threshold_is_the_highest_that_keeps_the_accuracy_target(seed):
 TEXTS = ["win cash now", "free prize call", "claim your reward", "see you at noon", "running late sorry",
          "dinner at home"] * 4
 LABELS = ["spam", "spam", "spam", "ham", "ham", "ham"] * 4
-VAL_TEXTS = ["win a prize", "call now free", "see you home", "late again", "cash now", "ok noon",
-             "the weather in paris", "translate this to french", "how tall is a giraffe"]
-VAL_LABELS = ["spam", "spam", "ham", "ham", "spam", "ham", "oos", "oos", "oos"]
-
-
-@pytest.fixture(scope="module")
-def enc(tmp_path_factory):
-    return make_tiny_encoder(tmp_path_factory.mktemp("oos") / "enc")
-
 
 @pytest.fixture(scope="module")
 def knn_model(enc):
