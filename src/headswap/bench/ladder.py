@@ -26,7 +26,8 @@ HEAD_BATCH = 64           # ... in batches this large: on cached features a step
 # (name, head, head_fit) of the frozen rungs: logistic regression is the cheapest head and often the best.
 FROZEN_HEADS = (("logistic", "linear", "logistic"), ("linear", "linear", "loop"), ("mlp", "mlp", "loop"))
 # scikit-learn's L-BFGS logistic regression, per (text x feature x class) and C tried: ~0.7 s an iteration on
-# 13,590 x 384 x 151 on 2 loaded cores, times ~60 iterations (headswap.train.logistic warm-starts its C grid).
+# 13,590 x 384 x 151 on 2 loaded cores (measured on synthetic features), times an assumed ~60 iterations a C
+# (headswap.train.logistic warm-starts its C grid); Costs.learn corrects it from what runs measure.
 LOGISTIC_SECONDS = 5e-8
 MIN_EPOCH_SHARE = 0.25    # a time-bounded fine-tuning rung must be able to train at least this much of an epoch
 SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of the model's load time (at least 2 s)

@@ -191,8 +191,8 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     return result
 
 
-# static's full regime trains its whole table (30k+ rows) with AdamW at every step: emotion's 16,000 texts took
-# ~290 s an epoch on 2 loaded cores (auto, 2026-11-25), ~55 texts/s, although no transformer runs.
+# static's full regime trains its whole table (30k+ rows) with AdamW at every step: on emotion (16,000 texts, table
+# cached) the rung took 273 s in all on 2 loaded cores (auto, 2026-11-25): ~59 texts/s, rounded down.
 STATIC_TRAIN_TEXTS_PER_SECOND = 55.0
 STATIC_TEXTS_PER_SECOND = 5000.0          # and predicts faster (6,400/s on one loaded core, BENCHMARKS.md)
 
