@@ -173,6 +173,7 @@ def write(out_file: Path, args, counts, params, results) -> None:
                                             "threshold": {"in_scope_accuracy": 0.962, "oos_recall": 0.523}}}
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text(json.dumps(_lean(out), indent=1, default=float) + "\n")
+    print(f"wrote {out_file}", flush=True)
 
 
 def _lean(o):
@@ -181,7 +182,6 @@ def _lean(o):
         return {k: _lean(v) for k, v in o.items()
                 if k not in ("confusion_matrix", "per_class", "labels", "history", "distribution")}
     return [_lean(v) for v in o] if isinstance(o, list) else o
-    print(f"wrote {out_file}", flush=True)
 
 
 if __name__ == "__main__":
