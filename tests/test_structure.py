@@ -1,4 +1,5 @@
-"""The package's modules import one another one way: no import cycles, counting imports inside functions.
+"""The package stays readable: modules import one another one way (no import cycles, counting imports inside
+functions), and no module is over 400 lines.
 
 A lazy (function-level) import keeps a cycle from failing at import time, but the two modules still depend on
 each other, and neither can be read, tested or moved without the other; so this graph counts both kinds.
@@ -137,3 +138,12 @@ def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
     assert groups == [["pkg.a", "pkg.sub.b", "pkg.sub.c"], ["pkg.sub", "pkg.sub.e"]]
     assert describe(graph, groups[0]).startswith("pkg.a -> pkg.sub.b -> pkg.sub.c -> pkg.a (pkg.a imports pkg.sub.b "
                                                  "at line 1; pkg.sub.b imports pkg.sub.c at line 2; ")
+
+
+MAX_MODULE_LINES = 400   # issue 32: a module over ~400 lines is usually two modules
+
+
+def test_no_module_is_over_400_lines():
+    long = {name: n for name, path in module_files(PACKAGE).items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
