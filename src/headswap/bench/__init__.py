@@ -20,7 +20,10 @@ the functions that need them):
   plan      the data subsets and the rows to run (which strategy fits which model, in which regime)
   measure   peak memory, forward passes per text, parameter counts, time estimates, the machine
   baseline  the TF-IDF + LinearSVC row
-  html_report  report.html: a run on one self-contained page (bench's and auto's), and model display names
+  html_report  report.html: a run on one self-contained page (bench's and auto's), rendered from
+            templates/report.html.j2 (templating: the Jinja2 environment and its building blocks)
+  report_text  how values read in results.md and report.html: numbers, durations, model and row names
+  browser   a headless Chromium, to check the page as a browser renders it
   report    results.json, results.md, charts and log lines (writes the page through html_report)
   run       run_bench: one row after another, each recorded as it finishes
   auto      `headswap auto`: the candidates that fit a time budget, the winner on validation, shipped
