@@ -75,7 +75,7 @@ class ServerProcess:
     def __init__(self, model_dir: Path, flags: list[str], log_path: Path, startup_timeout: float):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.cmd = [sys.executable, "-m", "headswap.serve.app", "--model-dir", str(model_dir), "--host", "127.0.0.1",
+        self.cmd = [sys.executable, "-m", "headswap.serve", "--model-dir", str(model_dir), "--host", "127.0.0.1",
                     "--port", str(self.port), "--log-level", "warning", "--no-access-log", *flags]
         self.log_path, self.startup_timeout = log_path, startup_timeout
 
