@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from headswap.models import _Part
+from headswap.models.registry import _Part
 
 
 def write_parts(site: Path, data: bytes, n_parts: int, package, inner, pip, sha: bool = True):

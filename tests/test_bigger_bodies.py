@@ -20,8 +20,11 @@ import torch
 from assertions import leftovers, one_line
 from fake_parts import write_parts
 from headswap import models
-from headswap.errors import ModelNotAvailable
-from headswap.models import _Part, _SplitBuiltin, load_model, resolve_model
+from headswap.errors import HeadswapError, ModelNotAvailable
+from headswap.models import load_model, resolve_model
+from headswap.models import parts as model_parts
+from headswap.models.cache import _STALE_TMP_SECONDS
+from headswap.models.registry import _Part, _SplitBuiltin
 from tiny_models import make_tiny_encoder
 
 N_PARTS = 5
@@ -68,7 +71,7 @@ def test_parts_join_and_extract_once_into_the_cache(fake, monkeypatch):
 
     # The second resolve reads the cache: nothing is joined or extracted again.
     stamp = (folder / "config.json").stat().st_mtime_ns
-    monkeypatch.setattr(models, "_extract_split", lambda *a: pytest.fail("extracted a second time"))
+    monkeypatch.setattr(model_parts, "_extract_split", lambda *a: pytest.fail("extracted a second time"))
     again = resolve_model("fakenet")
     assert again.path == spec.path and (folder / "config.json").stat().st_mtime_ns == stamp
 
@@ -183,7 +186,7 @@ def test_a_killed_extractions_old_temp_folder_is_removed(fake):
     stale = split / f".tmp-{target.name}-killed"
     (stale / "x").mkdir(parents=True)
     (stale / "joined.zip").write_bytes(b"half")
-    old = time.time() - 2 * models._STALE_TMP_SECONDS
+    old = time.time() - 2 * _STALE_TMP_SECONDS
     os.utime(stale, (old, old))
     assert resolve_model("fakenet").path == str(target)
     assert leftovers(split) == [target.name]
@@ -192,7 +195,7 @@ def test_a_killed_extractions_old_temp_folder_is_removed(fake):
 def test_an_unwritable_cache_isone_line(fake, monkeypatch, tmp_path):
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "file"))
-    with pytest.raises(models.HeadswapError) as e:
+    with pytest.raises(HeadswapError) as e:
         resolve_model("fakenet")
     assert "set HEADSWAP_CACHE to a writable folder" in one_line(e)
 

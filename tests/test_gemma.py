@@ -25,7 +25,11 @@ from assertions import leftovers, one_line
 from fake_parts import write_parts
 from headswap import models
 from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
-from headswap.models import _Part, _SplitGguf, load_model, resolve_model
+from headswap.models import load_model, resolve_model
+from headswap.models import gguf
+from headswap.models import parts as model_parts
+from headswap.models.cache import _STALE_TMP_SECONDS
+from headswap.models.registry import _Part, _SplitGguf
 from headswap.text.prompts import build_prompt, encode_plain, leading_bos
 from test_models import _tiny_llama, _tiny_llama_tokenizer
 
@@ -56,7 +60,7 @@ def fake(tmp_path, monkeypatch):
         loads.append(Path(folder) / gguf_file)
         return _tiny_llama(), _tiny_llama_tokenizer()
 
-    monkeypatch.setattr(models, "_load_from_gguf", fake_load)
+    monkeypatch.setattr(gguf, "_load_from_gguf", fake_load)
     return whole, files, builtin, tmp_path / "cache" / "split", loads
 
 
@@ -77,7 +81,7 @@ def test_parts_join_once_into_the_cache_then_convert_like_any_gguf(fake, monkeyp
 
     # Later resolves and loads read the caches: nothing is joined or converted again.
     stamp = joined.stat().st_mtime_ns
-    monkeypatch.setattr(models, "_join_gguf", lambda *a: pytest.fail("joined a second time"))
+    monkeypatch.setattr(model_parts, "_join_gguf", lambda *a: pytest.fail("joined a second time"))
     assert resolve_model("fakegemma").path == spec.path and joined.stat().st_mtime_ns == stamp
     load_model("fakegemma")
     assert loads == [joined]
@@ -160,17 +164,17 @@ def test_without_part_sha256s_the_whole_files_sha256_catches_a_corrupt_or_short_
 
 def test_an_interrupted_join_leaves_no_half_file(fake, monkeypatch):
     whole, files, builtin, split, _ = fake
-    real = models._join_parts
+    real = model_parts._join_parts
 
     def interrupted(name, b, parts, joined, whole=None):
         joined.write_bytes(b"half")          # some bytes written, then Ctrl-C
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_join_parts", interrupted)
+    monkeypatch.setattr(model_parts, "_join_parts", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("fakegemma")
     assert leftovers(split) == []
-    monkeypatch.setattr(models, "_join_parts", real)
+    monkeypatch.setattr(model_parts, "_join_parts", real)
     assert (Path(resolve_model("fakegemma").path) / FILE).read_bytes() == whole
 
 
@@ -180,7 +184,7 @@ def test_a_killed_joins_old_temp_folder_is_removed(fake):
     stale = split / f".tmp-{target.name}-killed"
     stale.mkdir(parents=True)
     (stale / FILE).write_bytes(b"half")
-    old = time.time() - 2 * models._STALE_TMP_SECONDS
+    old = time.time() - 2 * _STALE_TMP_SECONDS
     os.utime(stale, (old, old))
     assert resolve_model("fakegemma").path == str(target)
     assert leftovers(split) == [target.name]

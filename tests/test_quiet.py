@@ -14,7 +14,8 @@ from test_models import _tiny_llama, _tiny_llama_tokenizer
 from tiny_models import make_tiny_encoder
 from tqdm import tqdm
 
-from headswap import TextClassifier, models
+from headswap import TextClassifier
+from headswap.models import gguf, limits
 from headswap.quiet import no_progress_bars
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -53,8 +54,8 @@ def test_a_quiet_gguf_conversion_draws_no_bars(tmp_path, monkeypatch, capfd, pro
             pass
         return _tiny_llama(), _tiny_llama_tokenizer()
 
-    monkeypatch.setattr(models, "_load_from_gguf", load_gguf)
-    monkeypatch.setattr(models, "_gguf_int", lambda file, key: None)     # the header a real GGUF file has
+    monkeypatch.setattr(gguf, "_load_from_gguf", load_gguf)
+    monkeypatch.setattr(limits, "_gguf_int", lambda file, key: None)     # the header a real GGUF file has
     TextClassifier(model=str(f), strategy="slm-hidden-mlp", regime="head-only", epochs=1, eval_fraction=0,
                    max_length=16, progress=progress).fit(TEXTS, LABELS)
     err = capfd.readouterr().err

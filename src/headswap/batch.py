@@ -118,7 +118,7 @@ def _names_of(batch) -> list[str]:
 def _texts_of(batch, column: str) -> list[str]:
     names = _names_of(batch)
     if column not in names:
-        from headswap.data.load import _missing_column
+        from headswap.data.readers import _missing_column
         raise _missing_column("the batch", column, names)
     col = batch[column]
     texts = col.to_pylist() if _is_arrow(batch) else (col.tolist() if hasattr(col, "tolist") else list(col))
@@ -183,7 +183,7 @@ def read_table(path, text_column: str = "text"):
             raise
         raise DataError(f"{source}: cannot be read as {fmt}: {str(e).splitlines()[0]}") from None
     if text_column not in table.column_names:
-        from headswap.data.load import _missing_column
+        from headswap.data.readers import _missing_column
         raise _missing_column(source, text_column, table.column_names)
     if ROW_ID in table.column_names:
         raise DataError(f"{source} already has a column {ROW_ID!r}, which --engine ray adds; rename it")

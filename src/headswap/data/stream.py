@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
 from headswap.data.jsonline import parse
-from headswap.data.load import _check_text, _missing_column, _resolve_format, csv_error_hint
+from headswap.data.readers import _missing_column, _resolve_format, csv_error_hint
+from headswap.data.records import _check_text
 from headswap.errors import DataError
 
 logger = logging.getLogger(__name__)

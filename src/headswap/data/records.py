@@ -1,0 +1,90 @@
+"""LabelledData, the texts and labels every loader returns, and the checks each text and label passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from headswap.errors import DataError
+
+@dataclass
+class LabelledData:
+    """Texts with their labels (``labels`` is ``[]`` for unlabelled prediction input).
+
+    ``rows[i]`` is where record ``i`` sits in ``source``, 1-based: for CSV/TSV the line where the record starts
+    (the header is line 1), for JSONL its line, for in-memory data (``row_unit="item"``) its position.
+    """
+
+    texts: list[str]
+    labels: list[str]
+    source: str
+    rows: list[int]
+    row_unit: str = "line"
+
+    def __post_init__(self) -> None:
+        # A mismatch here would pair texts with the wrong labels, so fail loudly rather than zip() short.
+        if self.labels and len(self.labels) != len(self.texts):
+            raise DataError(f"{self.source}: {len(self.texts)} texts but {len(self.labels)} labels")
+        if len(self.rows) != len(self.texts):
+            raise DataError(f"{self.source}: {len(self.texts)} texts but {len(self.rows)} row numbers")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def label_names(self) -> list[str]:
+        """Sorted unique labels; the same order as scikit-learn's ``classes_``."""
+        return sorted(set(self.labels))
+
+    def where(self, i: int) -> str:
+        """Human-readable location of record ``i``, e.g. ``"train.csv, line 12"``."""
+        return f"{self.source}, {self.row_unit} {self.rows[i]}"
+
+    def subset(self, idx: Sequence[int]) -> "LabelledData":
+        """The records at ``idx``, keeping where each came from."""
+        return LabelledData([self.texts[i] for i in idx], [self.labels[i] for i in idx] if self.labels else [],
+                            self.source, [self.rows[i] for i in idx], self.row_unit)
+
+
+def _check_text(text: object, where: str, column: str) -> str:
+    if not isinstance(text, str):
+        raise DataError(f"{where}: column {column!r} must be a string, got {type(text).__name__} {text!r:.60}")
+    if text.strip() == "":
+        raise DataError(f"{where}: column {column!r} is empty")
+    return text
+
+
+def _check_label(label: object, where: str, column: str) -> str:
+    # Integer labels (0/1) are common in JSON; they become strings so CSV and JSONL data agree.
+    # bool is excluded: true/false is almost always a mistake, and str(True) == "True" would be surprising.
+    if isinstance(label, int) and not isinstance(label, bool):
+        return str(label)
+    if not isinstance(label, str):
+        raise DataError(
+            f"{where}: column {column!r} must be a string or an integer, got {type(label).__name__} {label!r:.60}"
+        )
+    if label.strip() == "":
+        raise DataError(f"{where}: column {column!r} is empty")
+    return label
+
+
+def as_list(values, source: str, what: str = "texts") -> list:
+    """list(values), refusing a single str or bytes, which list() would split into characters."""
+    if isinstance(values, (str, bytes)):
+        raise DataError(f"{source}: {what} must be a list, not a single {type(values).__name__} "
+                        f"({values[:40]!r}); wrap it in a list")
+    return list(values)
+
+
+def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str = "<memory>") -> LabelledData:
+    """Build :class:`LabelledData` from Python lists, validated like a file (errors name the index).
+
+    ``labels`` may be None or empty for unlabelled data; integer labels become strings.
+    """
+    texts, labels = as_list(texts, source), as_list(labels or [], source, "labels")
+    if not texts:
+        raise DataError(f"{source}: no texts")
+    if labels and len(labels) != len(texts):
+        raise DataError(f"{source}: {len(texts)} texts but {len(labels)} labels")
+    out_texts = [_check_text(t, f"{source}, index {i}", "text") for i, t in enumerate(texts)]
+    out_labels = [_check_label(y, f"{source}, index {i}", "label") for i, y in enumerate(labels)]
+    return LabelledData(out_texts, out_labels, source, list(range(1, len(texts) + 1)), row_unit="item")

@@ -1,0 +1,82 @@
+"""GGUF files converted once into a plain safetensors folder in the cache: transformers dequantises a GGUF file
+on every load (about 30 s for SmolLM2-135M) and refuses save_pretrained on the result; the converted folder loads
+in about a second."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from headswap.errors import HeadswapError
+from headswap.models.cache import _CONVERSION_VERSION, building_in_cache, cache_root
+from headswap.models.registry import ModelSpec
+
+logger = logging.getLogger("headswap.models")   # the name these log lines always had
+
+def _gguf_fingerprint(file: Path) -> str:
+    """Hash of size + first and last MiB: changes when the file changes, without reading ~100 MB."""
+    size = file.stat().st_size
+    h = hashlib.sha256(f"v{_CONVERSION_VERSION}:{size}:".encode())
+    with open(file, "rb") as f:
+        h.update(f.read(1 << 20))
+        f.seek(max(0, size - (1 << 20)))
+        h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def gguf_cache_dir(spec: ModelSpec) -> Path:
+    """The cache folder a GGUF spec converts into (it may not exist yet)."""
+    file = Path(spec.path) / spec.gguf_file
+    return cache_root() / "gguf" / f"{file.stem}-{_gguf_fingerprint(file)}"
+
+
+def _load_from_gguf(folder: str, gguf_file: str):
+    """Load model and tokenizer straight from a GGUF file (slow: dequantises every tensor)."""
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
+    )
+    return model.eval(), tokenizer
+
+
+def _same_logits(a: torch.nn.Module, b: torch.nn.Module, tokenizer, atol: float = 1e-5) -> bool:
+    ids = tokenizer("The quick brown fox", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        return torch.allclose(a(input_ids=ids).logits, b(input_ids=ids).logits, atol=atol)
+
+
+def _convert_gguf(spec: ModelSpec, target: Path) -> None:
+    """Convert a GGUF file into a plain safetensors folder at ``target``, atomically."""
+    logger.info("converting GGUF %s once into cache %s (about 30 s)", spec.gguf_file, target)
+    start = time.perf_counter()
+    gguf_model, tokenizer = _load_from_gguf(spec.path, spec.gguf_file)
+
+    # A GGUF-loaded model is flagged as quantised and refuses save_pretrained; rebuild a plain model
+    # of the same architecture (without the quantization_config) and copy the dequantised weights.
+    config = copy.deepcopy(gguf_model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())  # strict: every tensor must match
+    model.eval()
+
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # The GGUF tokenizer carries no model_max_length; use the model's context length so truncation works.
+    max_len = getattr(config, "max_position_embeddings", None)
+    if max_len and tokenizer.model_max_length > max_len:
+        tokenizer.model_max_length = max_len
+
+    with building_in_cache(target, "config.json") as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, local_files_only=True).eval()
+        if not _same_logits(gguf_model, reloaded, tokenizer):
+            raise HeadswapError(f"converting {spec.gguf_file} changed the model's outputs; cache not written")
+    logger.info("converted %s in %.1f s", spec.gguf_file, time.perf_counter() - start)
