@@ -328,7 +328,7 @@ def _csv(columns, rows) -> str:
 
 def render_html(result: Audit, summary: dict) -> str:
     """One self-contained page: the run, the top label issues, the near-duplicate groups whose labels conflict."""
-    from headswap.bench.html_report import CSS, _e, _kv, _section, _table
+    from headswap.bench.templating import CSS, html_text as _e, kv as _kv, section as _section, table as _table
     counts, settings, timing = summary["counts"], summary["settings"], summary["timing"]
     unit = "line" if result.row_unit == "line" else "position"
     pairs = [("data", f"<code>{_e(summary.get('data') or result.source)}</code>"),

@@ -29,9 +29,8 @@ from typing import Callable, Sequence
 from headswap.bench.browser import BROWSERS, dump_dom, find_browser, screenshot  # noqa: F401
 from headswap.bench.report_text import (OOS_COLUMNS, fmt_value, human, is_num, model_display_name, num, oos_cells,
                                         row_name, row_ok, rung_note, seconds, sorted_rows)
-from headswap.bench.templating import CSS, environment  # noqa: F401  (CSS: label_audit's page style)
+from headswap.bench.templating import environment
 # label_audit builds its page from these blocks, under these names.
-from headswap.bench.templating import html_text as _e, kv as _kv, section as _section, table as _table  # noqa: F401
 
 MAX_IMAGE_LABELS = 12     # confusion matrices with more classes are shaded HTML tables (a PNG gets unreadable)
 

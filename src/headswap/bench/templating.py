@@ -1,6 +1,6 @@
 """The Jinja2 templates of headswap's HTML pages (templates/: report.html.j2, its building blocks in
 macros.html.j2, the style in report.css), and those blocks as functions for a page that assembles its own HTML
-from strings (headswap.label_audit's, through html_report's _e, _kv, _table and _section)."""
+from strings (headswap.label_audit's: html_text, kv, table, section)."""
 
 from __future__ import annotations
 
