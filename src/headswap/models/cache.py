@@ -14,6 +14,16 @@ from headswap.errors import HeadswapError
 
 # Bump when the conversion itself changes, so caches written by an older headswap are not reused.
 _CONVERSION_VERSION = "1"
+_MIB = 1 << 20
+
+
+def hash_ends(h, file: Path, size: int) -> None:
+    """Feed `file`'s first and last MiB to the hash `h`: a cache key that changes when a ~100 MB model file
+    changes, without reading it whole."""
+    with open(file, "rb") as f:
+        h.update(f.read(_MIB))
+        f.seek(max(0, size - _MIB))
+        h.update(f.read(_MIB))
 # Leftover temp folders of a killed conversion older than this are removed before a new conversion.
 _STALE_TMP_SECONDS = 3600
 

@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from headswap.errors import HeadswapError
-from headswap.models.cache import _CONVERSION_VERSION, building_in_cache, cache_root
+from headswap.models.cache import _CONVERSION_VERSION, building_in_cache, cache_root, hash_ends
 from headswap.models.registry import ModelSpec
 
 logger = logging.getLogger("headswap.models")   # the name these log lines always had
@@ -23,10 +23,7 @@ def _gguf_fingerprint(file: Path) -> str:
     """Hash of size + first and last MiB: changes when the file changes, without reading ~100 MB."""
     size = file.stat().st_size
     h = hashlib.sha256(f"v{_CONVERSION_VERSION}:{size}:".encode())
-    with open(file, "rb") as f:
-        h.update(f.read(1 << 20))
-        f.seek(max(0, size - (1 << 20)))
-        h.update(f.read(1 << 20))
+    hash_ends(h, file, size)
     return h.hexdigest()[:16]
 
 

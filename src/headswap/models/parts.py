@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 from headswap.errors import ModelNotAvailable
-from headswap.models.cache import _CONVERSION_VERSION, _into_cache, building_in_cache, cache_root
+from headswap.models.cache import _CONVERSION_VERSION, _into_cache, building_in_cache, cache_root, hash_ends
 from headswap.models.registry import ModelSpec, _check_gguf_kind, _SplitBuiltin, _SplitGguf
 
 logger = logging.getLogger("headswap.models")   # the name these log lines always had
@@ -55,10 +55,7 @@ def _split_fingerprint(files: list[Path]) -> str:
     for file in files:
         size = file.stat().st_size
         h.update(f":{file.name}:{size}:".encode())
-        with open(file, "rb") as f:
-            h.update(f.read(1 << 20))
-            f.seek(max(0, size - (1 << 20)))
-            h.update(f.read(1 << 20))
+        hash_ends(h, file, size)
     return h.hexdigest()[:16]
 
 
