@@ -29,6 +29,7 @@ from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
 from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
+from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
 from headswap.strategies import Build, get
 from headswap.targets import SingleLabel, check_known, targets_for
 from headswap.train.logistic import check as check_head_fit
@@ -178,7 +179,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # refuses a multi-label config without them, which is what a flipped single-label config looks like.
         self.fitted_ = Fitted(labels, classes, descriptions,
                               class_weight=target.class_weight(self.class_weight, labels, train.labels),
-                              thresholds=[0.5] * len(labels) if target.multi_label else None)
+                              temperature_step=Temperature(target=target),
+                              thresholds_step=Thresholds([0.5] * len(labels) if target.multi_label else None, target),
+                              reject_step=Reject(oos_column(labels, self.out_of_scope)))
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
@@ -327,20 +330,18 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self.notes_.append(note)
         return per_text(logits, items, self.chunk_aggregate_)
 
-    # ---- after training: calibration and decision thresholds -------------------------------------
+    # ---- after training: the post-processing steps (headswap.postprocess) -------------------------
     def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None,
                    texts: list[str] | None = None) -> None:
-        """On validation logits (of `texts`): fit the temperature (when fit_temperature, default the
-        temperature_scaling setting), then, for multi-label data, each label's decision threshold on the calibrated
+        """Fit the post-processing steps in order on validation logits (of `texts`): the temperature (when
+        fit_temperature, default the temperature_scaling setting), the decision thresholds on the calibrated
         probabilities, and with out_of_scope set, the reject option (on these texts and the out-of-scope
         `oos_texts`; headswap.oos)."""
-        target = self.target_
-        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+        # float32, as predict_proba's logits are: the steps fit on the values they will be applied to
+        logits = np.asarray(logits, dtype=np.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
-            self.temperature_ = target.fit_temperature(logits, y)
-            log.info("calibration: temperature %s fitted on %d validation texts",
-                     np.round(self.temperature_, 3), len(y))
-        self.thresholds_ = target.thresholds(target.probabilities(logits, self.temperature_), y)
+            self.temperature_step_.fit(logits, y)
+        self.thresholds_step_.fit(self.temperature_step_.apply(logits), y)
         if self.out_of_scope is not None:
             oos.tune(self, logits, y, texts, oos_texts)
 
@@ -360,7 +361,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     @property
     def oos_index_(self) -> int | None:
         """The logit column of an out-of-scope class learned from the training data, if there is one."""
-        return self.labels_.index(self.out_of_scope) if self.out_of_scope in self.labels_ else None
+        return self.reject_step_.oos_index
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -383,7 +384,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
         data each label's own sigmoid (with its own temperature)."""
-        return self.target_.probabilities(self.decision_function(X), self.temperature_).astype(np.float32)
+        return self.temperature_step_.apply(self.decision_function(X)).astype(np.float32)
 
     def predict(self, X):
         """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for
@@ -392,20 +393,17 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()   # before classes_ is read
         if self.out_of_scope is not None:
             return self.decide(*oos.predict_scored(self, X))
-        return self.decide(self.target_.probabilities(self.decision_function(X), self.temperature_))
+        return self.decide(self.temperature_step_.apply(self.decision_function(X)))
 
     def decide(self, probs: np.ndarray, oos_score=None):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
         the reject option turns away (a model that rejects by another score than softmax also needs each text's
         score: headswap.oos.predict_scored gives both)."""
-        out = self.target_.decide(probs, self.thresholds_, self.classes_)
+        out = self.thresholds_step_.decide(probs, self.classes_)
         if self.out_of_scope is None:
             return out
-        value = oos.reject_value(self)
-        out = out.astype(object) if isinstance(value, str) else out.copy()   # integer classes, a word for oos
-        out[oos.rejected(self, probs, oos_score)] = value
-        return out
+        return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""
@@ -463,7 +461,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                   "lora": self.lora_.to_dict() if self.lora_ else None,
                   **self.fitted_.fit_config()}
         model_dir.write(Path(path), config, self.module_, self.summary())
-        oos.save(self, Path(path))
+        self.fitted_.save(Path(path))
         return Path(path)
 
     @classmethod
@@ -484,8 +482,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # A reloaded model does not continue its training run: refitting it starts afresh.
         params["checkpoint_dir"], params["resume"] = None, False
         clf = cls(**params)
-        clf.fitted_ = Fitted.from_config(config)
-        oos.load(clf, path, config)
+        clf.fitted_ = Fitted.from_config(config, clf.target_, path)
         if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
             clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
                                                                             clf.max_length)
