@@ -31,7 +31,7 @@ from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
 from headswap.strategies import Build, get
-from headswap.targets import SingleLabel, check_known, targets_for
+from headswap.targets import SingleLabel, check_known, read_soft_labels, targets_for
 from headswap.train.logistic import check as check_head_fit
 from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
@@ -151,7 +151,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         elif isinstance(X, LabelledData):
             X = X.texts
         if soft_labels is not None:
-            X, y, soft = self._soft_labels(X, y, soft_labels, labels)
+            X, y, soft = read_soft_labels(X, y, soft_labels, labels, self.multi_label, self.out_of_scope)
         else:
             if y is None:
                 raise HeadswapError("fit needs labels y (or soft_labels with their class names in labels)")
@@ -257,45 +257,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos,
                             texts=val.texts)
         return self
-
-    def _soft_labels(self, X, y, soft_labels, labels):
-        """(texts, each text's most probable class name, (targets as an (N, K) float64 array, class names)) after
-        checking soft_labels; every problem is one line naming it."""
-        if y is not None:
-            raise HeadswapError("fit takes labels y or soft_labels (with their class names in labels), not both")
-        if self.multi_label:
-            raise ConfigError("soft_labels are probabilities over single-label classes; multi_label=True does not "
-                              "take them")
-        if self.out_of_scope is not None:
-            raise ConfigError("soft_labels do not combine with out_of_scope (the reject option is tuned on labelled "
-                              "validation data); train on soft labels without it")
-        if labels is None:
-            raise HeadswapError("soft_labels need labels: the class name of each of their columns")
-        names = [str(v) for v in as_list(labels, "soft_labels", "labels")]
-        if len(set(names)) != len(names):
-            raise HeadswapError(f"soft_labels' class names repeat: {sorted({n for n in names if names.count(n) > 1})}")
-        texts = as_list(X, "training data")
-        try:
-            probs = np.asarray(soft_labels, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise HeadswapError("soft_labels must be an (texts, labels) array of numbers") from None
-        if probs.shape != (len(texts), len(names)):
-            raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, {len(names)}), got shape "
-                                f"{probs.shape}")
-        bad = np.flatnonzero(~np.isfinite(probs).all(1))
-        if bad.size:
-            raise HeadswapError(f"soft_labels hold NaN or infinite values ({bad.size} rows, the first at index "
-                                f"{bad[0]})")
-        bad = np.flatnonzero((probs < 0).any(1))
-        if bad.size:
-            raise HeadswapError(f"soft_labels hold negative values ({bad.size} rows, the first at index {bad[0]})")
-        sums = probs.sum(1)
-        bad = np.flatnonzero(np.abs(sums - 1) > 1e-3)
-        if bad.size:
-            raise HeadswapError(f"soft_labels rows must sum to 1 ({bad.size} rows do not, the first at index {bad[0]}: "
-                                f"{sums[bad[0]]:.6g})")
-        probs = probs / sums[:, None]
-        return texts, [names[k] for k in probs.argmax(1)], (probs, names)
 
     def _on_features(self, train_items, val_items):
         from headswap.inference import cached_features
