@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from headswap import model_dir, oos, settings
+from headswap import model_dir, oos, persist, settings
 from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
@@ -404,67 +404,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
                 "total_params": count_parameters(self.module_, trainable_only=False)}
 
-    # ---- save / load -------------------------------------------------------------------------------
+    # ---- save / load (headswap.persist) --------------------------------------------------------------
     def save(self, path) -> Path:
-        from headswap.models import model_reference_for_config
-
-        self._check_fitted()
-        if not self.module_.saves_torch_weights:
-            raise HeadswapError(f"this classifier runs on {self.runtime_}; save() writes torch weights: load it with "
-                                f"runtime='torch' to save it (an exported directory is a saved model already)")
-        params = self.get_params()
-        if self.class_weight_ is not None:
-            params["class_weight"] = self.class_weight_    # the weights used, whatever file or rule gave them
-        config = {"params": params, **self.fitted_.labels_config(),
-                  "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
-                  "prompt": vars(self.prompt_) if self.prompt_ else None,
-                  "answer_token_ids": None, **self.saved_,
-                  "lora": self.lora_.to_dict() if self.lora_ else None,
-                  **self.fitted_.fit_config()}
-        model_dir.write(Path(path), config, self.module_, self.summary())
-        self.fitted_.save(Path(path))
-        return Path(path)
+        """Write the classifier into the model directory `path` (headswap.model_dir); returns it."""
+        return persist.save(self, Path(path))
 
     @classmethod
     def load(cls, path, progress: bool | None = None, runtime: str = "auto") -> "TextClassifier":
         """A saved classifier. runtime (headswap.runtime.RUNTIMES): auto runs an exported directory's ONNX
         graph and any other on torch; torch-int8 quantizes the Linear layers at load."""
-        from headswap import runtime as runtimes
-        path = Path(path)
-        config = model_dir.read_config(path)
-        model_dir.check_config(path, config)
-        which = runtimes.resolve(runtime, config, path)
-        params = {k: v for k, v in config["params"].items() if k in settings.defaults()}
-        base = config.get("base_model") or {}
-        if base.get("ref") and not base.get("builtin"):
-            params["model"] = base["ref"]   # absolute: resolves from any working directory
-        if progress is not None:
-            params["progress"] = progress
-        # A reloaded model does not continue its training run: refitting it starts afresh.
-        params["checkpoint_dir"], params["resume"] = None, False
-        clf = cls(**params)
-        clf.fitted_ = Fitted.from_config(config, clf.target_, path)
-        if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
-            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
-                                                                            clf.max_length)
-            clf.param_counts_ = clf.module_.summary
-            clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
-        else:
-            weights = model_dir.read_weights(path)
-            torch.manual_seed(clf.seed)
-            try:
-                clf._build(weights=weights, restored=config)
-            except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
-                raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
-            except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
-                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
-                                    f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
-                                    f"{config['params']['regime']}): {e}") from None
-            if which == "torch-int8":
-                clf.param_counts_ = clf._param_counts()
-                clf.module_ = runtimes.quantize_torch(clf.module_)
-        clf.runtime_ = which
-        return clf
+        return persist.load(cls, Path(path), progress, runtime)
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):
