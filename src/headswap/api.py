@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from headswap import model_dir, oos, persist, settings
+from headswap import build, model_dir, oos, persist, settings
 from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
@@ -30,13 +29,13 @@ from headswap.fitted import Fitted, expose
 from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
-from headswap.strategies import Build, get
+from headswap.quiet import stderr_line, tqdm_write
+from headswap.strategies import get
 from headswap.targets import SingleLabel, check_known, read_soft_labels, targets_for
 from headswap.train.logistic import check as check_head_fit
 from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
-from headswap.train.lora import LoraSettings
-from headswap.train.regimes import count_parameters, prepare
+from headswap.train.regimes import count_parameters
 
 log = logging.getLogger(__name__)
 
@@ -97,44 +96,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         check_positions(self.model, self.max_length)
         return params
 
-    # ---- building the module -----------------------------------------------------------------------
+    # ---- building the module (headswap.build) ----------------------------------------------------------
     def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
         """The strategy's module on the base model, for fitted_'s labels: for training on `texts`, or with a
         saved model's `weights` and config (`restored`)."""
-        from headswap.models import check_positions, load_model, resolve_model
-
-        params, strategy = self.resolved_params(), self.strategy_
-        spec = resolve_model(self.model)
-        reason = strategy.fits(spec.kind)
-        if reason:
-            raise ConfigError(f"{reason} ({self.model!r}); use e.g. model='smollm2-135m'")
-        from headswap.quiet import no_progress_bars
-        # Quiet: also the bars of a GGUF conversion (in load_model) and of the static tier's model2vec
-        # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
-        with no_progress_bars(not self.progress):
-            hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
-            b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
-                      zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
-            b.encoder = strategy.text_encoder(b)
-        if b.encoder is not None:   # the prompt's tokens are known only now
-            check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
-        module = strategy.build(b)
-        b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
-        module.eval()
-        self.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=self.last_n,
-                             lora=LoraSettings.from_params(params))
-        if not b.zero_shot:
-            strategy.freeze(module, params["regime"])
-        if weights is not None:
-            model_dir.load_weights(module, weights)
-        # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
-        own = getattr(b.encoder, "tokenizer", None)
-        self.tokenizer_ = tokenizer if own is None else own
-        self.model_spec_, self.encoder_, self.prompt_ = spec, b.encoder, b.prompt
-        self.saved_, self.module_ = b.saved, module
-        self.runtime_, self.param_counts_ = "torch", None
-        for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
-            setattr(self, key + "_", value)
+        build.build(self, weights, texts, restored)
 
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
@@ -235,10 +201,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError(f"head_fit 'logistic' needs a head trained on cached frozen features; strategy "
                               f"{self.strategy!r} with pooling {self.pooling!r} has none (use head_fit 'loop')")
         trainer = train_logistic if self.head_fit == "logistic" else partial(
-            fit, collate=collate, notify=_stderr_line if not self.progress else _tqdm_write)
+            fit, collate=collate, notify=stderr_line if not self.progress else tqdm_write)
         result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
                          label_names=labels, positive_label=self.positive_label,
-                         log=log.info if not self.progress else _tqdm_write,
+                         log=log.info if not self.progress else tqdm_write,
                          eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
         self.stopped_ = result.stopped
         if result.stopped:
@@ -425,12 +391,3 @@ def load_model(path, progress: bool | None = None, runtime: str = "auto"):
                                 f"does not apply")
         return TfidfClassifier.load(path)
     return TextClassifier.load(path, progress=progress, runtime=runtime)
-
-
-def _stderr_line(msg: str) -> None:
-    print(msg, file=sys.stderr)
-
-
-def _tqdm_write(msg: str) -> None:
-    from tqdm.auto import tqdm
-    tqdm.write(msg)
