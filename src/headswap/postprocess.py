@@ -27,13 +27,30 @@ from headswap.targets import SingleLabel
 log = logging.getLogger(__name__)
 
 
+class _OneKey:
+    """A step whose saved state is one key of headswap_config.json, named as its field; no file of its own."""
+
+    KEY = ""
+
+    def config(self) -> dict:
+        return {self.KEY: getattr(self, self.KEY)}
+
+    def save(self, path: Path) -> None:
+        """Nothing beyond config()."""
+
+    @classmethod
+    def load(cls, path: Path | None, config: dict, target: SingleLabel | None = None):
+        return cls(config.get(cls.KEY), target or SingleLabel())
+
+
 @dataclass
-class Temperature:
+class Temperature(_OneKey):
     """Temperature scaling (headswap.calibration): logits / T before the softmax, or for multi-label data each
     label's logit over its own T before its sigmoid. None: not fitted, T = 1."""
 
     temperature: float | list[float] | None = None
     target: SingleLabel = field(default_factory=SingleLabel)   # what a label is: softmax or per-label sigmoids
+    KEY = "temperature"
 
     def fit(self, logits, y) -> "Temperature":
         self.temperature = self.target.fit_temperature(logits, y)
@@ -44,24 +61,15 @@ class Temperature:
         """(N, K) float64 probabilities."""
         return self.target.probabilities(logits, self.temperature)
 
-    def config(self) -> dict:
-        return {"temperature": self.temperature}
-
-    def save(self, path: Path) -> None:
-        """Nothing beyond config(): one number (or one per label)."""
-
-    @classmethod
-    def load(cls, path: Path | None, config: dict, target: SingleLabel | None = None) -> "Temperature":
-        return cls(config.get("temperature"), target or SingleLabel())
-
 
 @dataclass
-class Thresholds:
+class Thresholds(_OneKey):
     """The decision on probabilities: argmax for single-label data; for multi-label data each label whose
     probability reaches its threshold, tuned per label for F1 (0.5 until fitted)."""
 
     thresholds: list[float] | None = None
     target: SingleLabel = field(default_factory=SingleLabel)
+    KEY = "thresholds"
 
     def fit(self, probs, y) -> "Thresholds":
         self.thresholds = self.target.thresholds(probs, y)
@@ -70,16 +78,6 @@ class Thresholds:
     def decide(self, probs, classes: np.ndarray):
         """Each row's class (from `classes`, in logit order); multi-label: a tuple of them per row."""
         return self.target.decide(probs, self.thresholds, classes)
-
-    def config(self) -> dict:
-        return {"thresholds": self.thresholds}
-
-    def save(self, path: Path) -> None:
-        """Nothing beyond config()."""
-
-    @classmethod
-    def load(cls, path: Path | None, config: dict, target: SingleLabel | None = None) -> "Thresholds":
-        return cls(config.get("thresholds"), target or SingleLabel())
 
 
 @dataclass
