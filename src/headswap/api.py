@@ -311,7 +311,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
         data each label's own sigmoid (with its own temperature)."""
-        return self.temperature_step_.apply(self.decision_function(X)).astype(np.float32)
+        logits = self.decision_function(X)     # first: an unfitted classifier says so
+        return self.temperature_step_.apply(logits).astype(np.float32)
 
     def predict(self, X):
         """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for

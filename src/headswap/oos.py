@@ -33,7 +33,8 @@ def wants_statistics(clf) -> bool:
 
 def score_name(clf) -> str:
     """The score `clf` rejects by (softmax for models tuned before there was a choice)."""
-    return clf.reject_step_.score_name
+    step = getattr(clf, "reject_step_", None)    # unfitted: softmax, and inference then says it is unfitted
+    return step.score_name if step is not None else "softmax"
 
 
 # ---- which rows are out of scope ----------------------------------------------------------------------------
