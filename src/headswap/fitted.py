@@ -2,8 +2,8 @@
 
 TextClassifier exposes each field with scikit-learn's trailing underscore (labels_, classes_, history_, ...),
 and the post-processing steps' state (headswap.postprocess) under the names it always had (temperature_,
-thresholds_, reject_threshold_, oos_score_, oos_statistics_). The saved keys of headswap_config.json are those of the first saved format: a directory written by any
-earlier version loads unchanged (tests/fixtures/format1).
+thresholds_, reject_threshold_, oos_score_, oos_statistics_). The saved keys of headswap_config.json are those
+of the first saved format: a directory written by any earlier version loads unchanged (tests/fixtures/format1).
 """
 
 from __future__ import annotations

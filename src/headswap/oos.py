@@ -143,8 +143,8 @@ def split_scored(clf, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 # ---- fitting ------------------------------------------------------------------------------------------------
 def fit_statistics(clf, items_or_texts, y) -> None:
-    """Fit the reject step's statistics (clf.oos_statistics_) on training data: encoded items (or cached {"features": ...} items) with their class
-    indices y, or texts with their labels."""
+    """Fit the reject step's statistics (clf.oos_statistics_) on training data: encoded items (or cached
+    {"features": ...} items) with their class indices y, or texts with their labels."""
     from headswap.inference import compute_features
     if items_or_texts and isinstance(items_or_texts[0], str):
         feats = infer(clf, list(items_or_texts))[1]
