@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -22,20 +21,21 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from headswap import model_dir, oos, settings
+from headswap import build, model_dir, oos, persist, settings
 from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
 from headswap.inference import per_text, window_owners
 from headswap.metrics import Metrics
-from headswap.strategies import Build, get
-from headswap.targets import SingleLabel, check_known, targets_for
+from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.quiet import stderr_line, tqdm_write
+from headswap.strategies import get
+from headswap.targets import SingleLabel, check_known, read_soft_labels, targets_for
 from headswap.train.logistic import check as check_head_fit
 from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
-from headswap.train.lora import LoraSettings
-from headswap.train.regimes import count_parameters, prepare
+from headswap.train.regimes import count_parameters
 
 log = logging.getLogger(__name__)
 
@@ -96,44 +96,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         check_positions(self.model, self.max_length)
         return params
 
-    # ---- building the module -----------------------------------------------------------------------
+    # ---- building the module (headswap.build) ----------------------------------------------------------
     def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
         """The strategy's module on the base model, for fitted_'s labels: for training on `texts`, or with a
         saved model's `weights` and config (`restored`)."""
-        from headswap.models import check_positions, load_model, resolve_model
-
-        params, strategy = self.resolved_params(), self.strategy_
-        spec = resolve_model(self.model)
-        reason = strategy.fits(spec.kind)
-        if reason:
-            raise ConfigError(f"{reason} ({self.model!r}); use e.g. model='smollm2-135m'")
-        from headswap.quiet import no_progress_bars
-        # Quiet: also the bars of a GGUF conversion (in load_model) and of the static tier's model2vec
-        # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
-        with no_progress_bars(not self.progress):
-            hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
-            b = Build(params, hf_model, tokenizer, spec.kind, list(self.labels_), self.descriptions_,
-                      zero_shot=self.epochs == 0, texts=texts, restored=restored or {})
-            b.encoder = strategy.text_encoder(b)
-        if b.encoder is not None:   # the prompt's tokens are known only now
-            check_positions(spec, self.max_length, b.encoder.longest - self.max_length, name=self.model)
-        module = strategy.build(b)
-        b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
-        module.eval()
-        self.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=self.last_n,
-                             lora=LoraSettings.from_params(params))
-        if not b.zero_shot:
-            strategy.freeze(module, params["regime"])
-        if weights is not None:
-            model_dir.load_weights(module, weights)
-        # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
-        own = getattr(b.encoder, "tokenizer", None)
-        self.tokenizer_ = tokenizer if own is None else own
-        self.model_spec_, self.encoder_, self.prompt_ = spec, b.encoder, b.prompt
-        self.saved_, self.module_ = b.saved, module
-        self.runtime_, self.param_counts_ = "torch", None
-        for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
-            setattr(self, key + "_", value)
+        build.build(self, weights, texts, restored)
 
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
@@ -150,7 +117,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         elif isinstance(X, LabelledData):
             X = X.texts
         if soft_labels is not None:
-            X, y, soft = self._soft_labels(X, y, soft_labels, labels)
+            X, y, soft = read_soft_labels(X, y, soft_labels, labels, self.multi_label, self.out_of_scope)
         else:
             if y is None:
                 raise HeadswapError("fit needs labels y (or soft_labels with their class names in labels)")
@@ -178,7 +145,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # refuses a multi-label config without them, which is what a flipped single-label config looks like.
         self.fitted_ = Fitted(labels, classes, descriptions,
                               class_weight=target.class_weight(self.class_weight, labels, train.labels),
-                              thresholds=[0.5] * len(labels) if target.multi_label else None)
+                              temperature_step=Temperature(target=target),
+                              thresholds_step=Thresholds([0.5] * len(labels) if target.multi_label else None, target),
+                              reject_step=Reject(oos_column(labels, self.out_of_scope)))
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
@@ -232,10 +201,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError(f"head_fit 'logistic' needs a head trained on cached frozen features; strategy "
                               f"{self.strategy!r} with pooling {self.pooling!r} has none (use head_fit 'loop')")
         trainer = train_logistic if self.head_fit == "logistic" else partial(
-            fit, collate=collate, notify=_stderr_line if not self.progress else _tqdm_write)
+            fit, collate=collate, notify=stderr_line if not self.progress else tqdm_write)
         result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
                          label_names=labels, positive_label=self.positive_label,
-                         log=log.info if not self.progress else _tqdm_write,
+                         log=log.info if not self.progress else tqdm_write,
                          eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
         self.stopped_ = result.stopped
         if result.stopped:
@@ -254,45 +223,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos,
                             texts=val.texts)
         return self
-
-    def _soft_labels(self, X, y, soft_labels, labels):
-        """(texts, each text's most probable class name, (targets as an (N, K) float64 array, class names)) after
-        checking soft_labels; every problem is one line naming it."""
-        if y is not None:
-            raise HeadswapError("fit takes labels y or soft_labels (with their class names in labels), not both")
-        if self.multi_label:
-            raise ConfigError("soft_labels are probabilities over single-label classes; multi_label=True does not "
-                              "take them")
-        if self.out_of_scope is not None:
-            raise ConfigError("soft_labels do not combine with out_of_scope (the reject option is tuned on labelled "
-                              "validation data); train on soft labels without it")
-        if labels is None:
-            raise HeadswapError("soft_labels need labels: the class name of each of their columns")
-        names = [str(v) for v in as_list(labels, "soft_labels", "labels")]
-        if len(set(names)) != len(names):
-            raise HeadswapError(f"soft_labels' class names repeat: {sorted({n for n in names if names.count(n) > 1})}")
-        texts = as_list(X, "training data")
-        try:
-            probs = np.asarray(soft_labels, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise HeadswapError("soft_labels must be an (texts, labels) array of numbers") from None
-        if probs.shape != (len(texts), len(names)):
-            raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, {len(names)}), got shape "
-                                f"{probs.shape}")
-        bad = np.flatnonzero(~np.isfinite(probs).all(1))
-        if bad.size:
-            raise HeadswapError(f"soft_labels hold NaN or infinite values ({bad.size} rows, the first at index "
-                                f"{bad[0]})")
-        bad = np.flatnonzero((probs < 0).any(1))
-        if bad.size:
-            raise HeadswapError(f"soft_labels hold negative values ({bad.size} rows, the first at index {bad[0]})")
-        sums = probs.sum(1)
-        bad = np.flatnonzero(np.abs(sums - 1) > 1e-3)
-        if bad.size:
-            raise HeadswapError(f"soft_labels rows must sum to 1 ({bad.size} rows do not, the first at index {bad[0]}: "
-                                f"{sums[bad[0]]:.6g})")
-        probs = probs / sums[:, None]
-        return texts, [names[k] for k in probs.argmax(1)], (probs, names)
 
     def _on_features(self, train_items, val_items):
         from headswap.inference import cached_features
@@ -327,20 +257,18 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self.notes_.append(note)
         return per_text(logits, items, self.chunk_aggregate_)
 
-    # ---- after training: calibration and decision thresholds -------------------------------------
+    # ---- after training: the post-processing steps (headswap.postprocess) -------------------------
     def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None,
                    texts: list[str] | None = None) -> None:
-        """On validation logits (of `texts`): fit the temperature (when fit_temperature, default the
-        temperature_scaling setting), then, for multi-label data, each label's decision threshold on the calibrated
+        """Fit the post-processing steps in order on validation logits (of `texts`): the temperature (when
+        fit_temperature, default the temperature_scaling setting), the decision thresholds on the calibrated
         probabilities, and with out_of_scope set, the reject option (on these texts and the out-of-scope
         `oos_texts`; headswap.oos)."""
-        target = self.target_
-        logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+        # float32, as predict_proba's logits are: the steps fit on the values they will be applied to
+        logits = np.asarray(logits, dtype=np.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
-            self.temperature_ = target.fit_temperature(logits, y)
-            log.info("calibration: temperature %s fitted on %d validation texts",
-                     np.round(self.temperature_, 3), len(y))
-        self.thresholds_ = target.thresholds(target.probabilities(logits, self.temperature_), y)
+            self.temperature_step_.fit(logits, y)
+        self.thresholds_step_.fit(self.temperature_step_.apply(logits), y)
         if self.out_of_scope is not None:
             oos.tune(self, logits, y, texts, oos_texts)
 
@@ -360,7 +288,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     @property
     def oos_index_(self) -> int | None:
         """The logit column of an out-of-scope class learned from the training data, if there is one."""
-        return self.labels_.index(self.out_of_scope) if self.out_of_scope in self.labels_ else None
+        return self.reject_step_.oos_index
 
     # ---- inference ---------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -383,7 +311,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
         data each label's own sigmoid (with its own temperature)."""
-        return self.target_.probabilities(self.decision_function(X), self.temperature_).astype(np.float32)
+        logits = self.decision_function(X)     # first: an unfitted classifier says so
+        return self.temperature_step_.apply(logits).astype(np.float32)
 
     def predict(self, X):
         """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for
@@ -392,20 +321,17 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()   # before classes_ is read
         if self.out_of_scope is not None:
             return self.decide(*oos.predict_scored(self, X))
-        return self.decide(self.target_.probabilities(self.decision_function(X), self.temperature_))
+        return self.decide(self.temperature_step_.apply(self.decision_function(X)))
 
     def decide(self, probs: np.ndarray, oos_score=None):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
         the reject option turns away (a model that rejects by another score than softmax also needs each text's
         score: headswap.oos.predict_scored gives both)."""
-        out = self.target_.decide(probs, self.thresholds_, self.classes_)
+        out = self.thresholds_step_.decide(probs, self.classes_)
         if self.out_of_scope is None:
             return out
-        value = oos.reject_value(self)
-        out = out.astype(object) if isinstance(value, str) else out.copy()   # integer classes, a word for oos
-        out[oos.rejected(self, probs, oos_score)] = value
-        return out
+        return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""
@@ -445,68 +371,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
                 "total_params": count_parameters(self.module_, trainable_only=False)}
 
-    # ---- save / load -------------------------------------------------------------------------------
+    # ---- save / load (headswap.persist) --------------------------------------------------------------
     def save(self, path) -> Path:
-        from headswap.models import model_reference_for_config
-
-        self._check_fitted()
-        if not self.module_.saves_torch_weights:
-            raise HeadswapError(f"this classifier runs on {self.runtime_}; save() writes torch weights: load it with "
-                                f"runtime='torch' to save it (an exported directory is a saved model already)")
-        params = self.get_params()
-        if self.class_weight_ is not None:
-            params["class_weight"] = self.class_weight_    # the weights used, whatever file or rule gave them
-        config = {"params": params, **self.fitted_.labels_config(),
-                  "base_model": model_reference_for_config(self.model_spec_), "regime": self.regime_,
-                  "prompt": vars(self.prompt_) if self.prompt_ else None,
-                  "answer_token_ids": None, **self.saved_,
-                  "lora": self.lora_.to_dict() if self.lora_ else None,
-                  **self.fitted_.fit_config()}
-        model_dir.write(Path(path), config, self.module_, self.summary())
-        oos.save(self, Path(path))
-        return Path(path)
+        """Write the classifier into the model directory `path` (headswap.model_dir); returns it."""
+        return persist.save(self, Path(path))
 
     @classmethod
     def load(cls, path, progress: bool | None = None, runtime: str = "auto") -> "TextClassifier":
         """A saved classifier. runtime (headswap.runtime.RUNTIMES): auto runs an exported directory's ONNX
         graph and any other on torch; torch-int8 quantizes the Linear layers at load."""
-        from headswap import runtime as runtimes
-        path = Path(path)
-        config = model_dir.read_config(path)
-        model_dir.check_config(path, config)
-        which = runtimes.resolve(runtime, config, path)
-        params = {k: v for k, v in config["params"].items() if k in settings.defaults()}
-        base = config.get("base_model") or {}
-        if base.get("ref") and not base.get("builtin"):
-            params["model"] = base["ref"]   # absolute: resolves from any working directory
-        if progress is not None:
-            params["progress"] = progress
-        # A reloaded model does not continue its training run: refitting it starts afresh.
-        params["checkpoint_dir"], params["resume"] = None, False
-        clf = cls(**params)
-        clf.fitted_ = Fitted.from_config(config)
-        oos.load(clf, path, config)
-        if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
-            clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
-                                                                            clf.max_length)
-            clf.param_counts_ = clf.module_.summary
-            clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
-        else:
-            weights = model_dir.read_weights(path)
-            torch.manual_seed(clf.seed)
-            try:
-                clf._build(weights=weights, restored=config)
-            except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
-                raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
-            except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
-                raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
-                                    f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
-                                    f"{config['params']['regime']}): {e}") from None
-            if which == "torch-int8":
-                clf.param_counts_ = clf._param_counts()
-                clf.module_ = runtimes.quantize_torch(clf.module_)
-        clf.runtime_ = which
-        return clf
+        return persist.load(cls, Path(path), progress, runtime)
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):
@@ -518,12 +392,3 @@ def load_model(path, progress: bool | None = None, runtime: str = "auto"):
                                 f"does not apply")
         return TfidfClassifier.load(path)
     return TextClassifier.load(path, progress=progress, runtime=runtime)
-
-
-def _stderr_line(msg: str) -> None:
-    print(msg, file=sys.stderr)
-
-
-def _tqdm_write(msg: str) -> None:
-    from tqdm.auto import tqdm
-    tqdm.write(msg)

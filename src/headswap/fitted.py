@@ -1,16 +1,19 @@
 """What TextClassifier learns besides its weights, in one place that saves and loads itself.
 
-TextClassifier exposes each field with scikit-learn's trailing underscore (labels_, classes_, temperature_,
-...). The saved keys of headswap_config.json are those of the first saved format: a directory written by any
-earlier version loads unchanged (tests/fixtures/format1).
+TextClassifier exposes each field with scikit-learn's trailing underscore (labels_, classes_, history_, ...),
+and the post-processing steps' state (headswap.postprocess) under the names it always had (temperature_,
+thresholds_, reject_threshold_, oos_score_, oos_statistics_). The saved keys of headswap_config.json are those
+of the first saved format: a directory written by any earlier version loads unchanged (tests/fixtures/format1).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from pathlib import Path
 
 import numpy as np
+
+from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
 
 
 @dataclass
@@ -19,13 +22,10 @@ class Fitted:
     classes: np.ndarray                   # the caller's label values (integer labels stay integers)
     descriptions: dict[str, str]          # {label: description}, what similarity and prompts read
     class_weight: dict | None = None      # {label: weight} used by the loss, whatever file or rule gave it
-    temperature: float | list[float] | None = None   # calibration: one, or one per label (multi-label)
-    thresholds: list[float] | None = None            # multi-label decision thresholds, one per label
-    reject_threshold: float | None = None            # out_of_scope: the top probability below which it rejects
-    # out_of_scope: the score it rejects by and its threshold (headswap.oos), and the statistics that feature
-    # scores read (headswap.oos_scores.OosStatistics, saved in a safetensors file of its own, not in the config)
-    oos_score: dict | None = None
-    oos_statistics: Any = None
+    # the post-processing steps, in the order they run on logits (headswap.postprocess)
+    temperature_step: Temperature = field(default_factory=Temperature)
+    thresholds_step: Thresholds = field(default_factory=Thresholds)
+    reject_step: Reject = field(default_factory=Reject)
     history: list[dict] = field(default_factory=list)   # one entry per epoch: loss, validation metrics
     best_epoch: int | None = None
     train_seconds: float = 0.0
@@ -38,8 +38,8 @@ class Fitted:
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
     distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
 
-    SAVED = ("temperature", "thresholds", "reject_threshold", "oos_score", "body_tuning", "history", "train_seconds",
-             "evaluation", "chunk_aggregate")
+    SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
+    STEPS = ("temperature_step", "thresholds_step", "reject_step")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""
@@ -47,10 +47,16 @@ class Fitted:
 
     def fit_config(self) -> dict:
         """The keys that come last in the saved config: what training and calibration produced."""
-        out = {k: getattr(self, k) for k in self.SAVED}
+        out = {k: v for step in self.STEPS for k, v in getattr(self, step).config().items()}
+        out.update({k: getattr(self, k) for k in self.SAVED})
         if self.distillation is not None:    # only a distilled student's config has the key
             out["distillation"] = self.distillation
         return out
+
+    def save(self, path: Path) -> None:
+        """The steps' files of their own, beside the config (the reject option's statistics)."""
+        for step in self.STEPS:
+            getattr(self, step).save(path)
 
     @classmethod
     def for_labels(cls, labels, descriptions: dict | None = None) -> "Fitted":
@@ -59,27 +65,43 @@ class Fitted:
         return cls(list(labels), np.array(list(labels), dtype=object), descriptions or {lab: lab for lab in labels})
 
     @classmethod
-    def from_config(cls, config: dict) -> "Fitted":
+    def from_config(cls, config: dict, target=None, path: Path | None = None) -> "Fitted":
+        """What the saved model in `path` learnt; target: what a label is (headswap.targets)."""
         labels = list(config["labels"])
         values = config.get("label_values") or labels
         classes = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
         weight = config["params"].get("class_weight")
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
-                   temperature=config.get("temperature"), thresholds=config.get("thresholds"),
-                   reject_threshold=config.get("reject_threshold"), oos_score=config.get("oos_score"),
+                   temperature_step=Temperature.load(path, config, target),
+                   thresholds_step=Thresholds.load(path, config, target),
+                   reject_step=Reject.load(path, config, oos_column(labels, config["params"].get("out_of_scope"))),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
                    chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"))
 
 
+# The steps' state under the attribute names it had before there were steps: (step, its field).
+STEP_STATE = {"temperature": ("temperature_step", "temperature"), "thresholds": ("thresholds_step", "thresholds"),
+              "reject_threshold": ("reject_step", "threshold"), "oos_score": ("reject_step", "entry"),
+              "oos_statistics": ("reject_step", "statistics")}
+
+
 def expose(cls):
-    """Class decorator: each Fitted field F as a read-write attribute F_ of cls, kept in cls's fitted_; an
-    unfitted estimator has none of them (hasattr is False), as scikit-learn expects."""
-    def attribute(name):
-        return property(lambda self: getattr(self.__dict__.get("fitted_") or _unfitted(name), name),
-                        lambda self, value: setattr(self.fitted_, name, value))
+    """Class decorator: each Fitted field F, and each name N of STEP_STATE, as a read-write attribute F_ (N_)
+    of cls, kept in cls's fitted_; an unfitted estimator has none of them (hasattr is False), as scikit-learn
+    expects."""
+    def owner(self, name, step):
+        fitted = self.__dict__.get("fitted_") or _unfitted(name)
+        return getattr(fitted, step) if step else fitted
+
+    def attribute(name, step=None, key=None):
+        key = key or name
+        return property(lambda self: getattr(owner(self, name, step), key),
+                        lambda self, value: setattr(owner(self, name, step), key, value))
     for f in fields(Fitted):
         setattr(cls, f.name + "_", attribute(f.name))
+    for name, (step, key) in STEP_STATE.items():
+        setattr(cls, name + "_", attribute(name, step, key))
     return cls
 
 

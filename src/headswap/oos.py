@@ -1,10 +1,11 @@
 """The reject option of a fitted TextClassifier, on any out-of-scope score (headswap.oos_scores).
 
-A post-processing step that fits, saves and loads itself: fit_statistics() fits what mahalanobis and knn read on
-the training features; tune() scores the validation texts with every score the model can compute, picks one
-(reject_score, or auto: the best validation AUROC) and tunes its threshold (headswap.reject); predict_scored() and
-rejected() apply it; report() gives the threshold-free figures of every score and the decisions at the threshold
-on labelled texts that include out-of-scope rows.
+The step itself (its arithmetic, state and saving) is headswap.postprocess.Reject, the classifier's reject_step_;
+this module feeds it from the classifier: which rows are out of scope, the logits and pooled features of texts.
+fit_statistics() fits what mahalanobis and knn read on the training features; tune() has the step pick a score
+(reject_score, or auto: the best validation AUROC) and tune its threshold on the validation texts;
+predict_scored() gives what the step decides on; report() gives the threshold-free figures of every score and
+the decisions at the threshold on labelled texts that include out-of-scope rows.
 
     from headswap import oos
     clf = TextClassifier(out_of_scope="oos", reject_score="auto").fit(train_texts, train_labels, val_t, val_l)
@@ -14,13 +15,12 @@ on labelled texts that include out-of-scope rows.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 
 from headswap import oos_scores, reject
 from headswap.errors import ConfigError, HeadswapError
-from headswap.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
+from headswap.oos_scores import FEATURE_SCORES
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,8 @@ def wants_statistics(clf) -> bool:
 
 def score_name(clf) -> str:
     """The score `clf` rejects by (softmax for models tuned before there was a choice)."""
-    return (getattr(clf, "oos_score_", None) or {}).get("score") or "softmax"
-
-
-def available(clf) -> list[str]:
-    """The scores `clf` can compute: softmax and energy always, the feature scores once statistics are fitted."""
-    stats = getattr(clf, "oos_statistics_", None)
-    return ["softmax", "energy"] + (list(FEATURE_SCORES) if stats is not None else [])
+    step = getattr(clf, "reject_step_", None)    # unfitted: softmax, and inference then says it is unfitted
+    return step.score_name if step is not None else "softmax"
 
 
 # ---- which rows are out of scope ----------------------------------------------------------------------------
@@ -111,10 +106,8 @@ def infer(clf, texts, features: bool = True) -> tuple[np.ndarray, np.ndarray | N
 
 
 def compute_all(clf, logits, feats, names=None) -> dict[str, np.ndarray]:
-    """{score: (N,) values} of `names` (default: every score `clf` can compute)."""
-    probs = clf.target_.probabilities(np.asarray(logits), clf.temperature_)
-    return {name: oos_scores.compute(name, probs, logits, feats, clf.oos_statistics_, clf.oos_index_)
-            for name in (names or available(clf))}
+    """{score: (N,) values} of `names` (default: every score `clf` can compute from these)."""
+    return clf.reject_step_.scores(clf.temperature_step_.apply(np.asarray(logits)), logits, feats, names)
 
 
 def predict_scored(clf, X) -> tuple[np.ndarray, np.ndarray | None]:
@@ -122,22 +115,10 @@ def predict_scored(clf, X) -> tuple[np.ndarray, np.ndarray | None]:
     model rejects by a score other than softmax; None for softmax (the probabilities are enough)."""
     name = score_name(clf)
     logits, feats = infer(clf, X, features=name in FEATURE_SCORES)
-    probs = clf.target_.probabilities(logits, clf.temperature_).astype(np.float32)
+    probs = clf.temperature_step_.apply(logits).astype(np.float32)
     if clf.out_of_scope is None or name == "softmax":
         return probs, None
     return probs, compute_all(clf, logits, feats, [name])[name]
-
-
-def rejected(clf, probs, score=None) -> np.ndarray:
-    """(N,) booleans: the texts `clf`'s reject option turns away, from predict_proba's output (and, when it rejects
-    by another score, that score from predict_scored)."""
-    name = score_name(clf)
-    if name == "softmax":
-        return reject.rejected(probs, clf.reject_threshold_, clf.oos_index_)
-    if score is None:
-        raise HeadswapError(f"this model rejects out-of-scope texts by its {name} score, which probabilities alone do "
-                            f"not give: pass the scores from headswap.oos.predict_scored (or call predict)")
-    return reject.rejected(probs, clf.oos_score_["threshold"], clf.oos_index_, score)
 
 
 def scored_proba(clf):
@@ -162,8 +143,8 @@ def split_scored(clf, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 # ---- fitting ------------------------------------------------------------------------------------------------
 def fit_statistics(clf, items_or_texts, y) -> None:
-    """Fit clf.oos_statistics_ on training data: encoded items (or cached {"features": ...} items) with their class
-    indices y, or texts with their labels."""
+    """Fit the reject step's statistics (clf.oos_statistics_) on training data: encoded items (or cached
+    {"features": ...} items) with their class indices y, or texts with their labels."""
     from headswap.inference import compute_features
     if items_or_texts and isinstance(items_or_texts[0], str):
         feats = infer(clf, list(items_or_texts))[1]
@@ -176,15 +157,14 @@ def fit_statistics(clf, items_or_texts, y) -> None:
     if feats is None:
         raise HeadswapError(f"strategy {clf.strategy!r} has no pooled features per text for the mahalanobis and knn "
                             f"scores")
-    clf.oos_statistics_ = OosStatistics.fit(feats, np.asarray(y), clf.oos_index_, seed=clf.seed)
-    log.info("out-of-scope statistics fitted on %d training features", len(feats))
+    clf.reject_step_.fit_statistics(feats, y, seed=clf.seed)
 
 
 def tune(clf, logits, y, texts, oos_texts) -> None:
     """On the validation data (in-scope `texts` with class indices y and their logits, plus the `oos_texts` of
     an out_of_scope label the model never learned): pick the score and tune its threshold (reject_metric,
     reject_target). Sets clf.oos_score_ (and reject_threshold_ for softmax, as models before the choice saved)."""
-    k, stats = clf.oos_index_, clf.oos_statistics_
+    stats = clf.oos_statistics_
     asked = clf.reject_score
     if asked in FEATURE_SCORES and stats is None:
         raise HeadswapError(f"reject_score {asked!r} needs out-of-scope statistics fitted on the training features; "
@@ -196,32 +176,8 @@ def tune(clf, logits, y, texts, oos_texts) -> None:
         logits = np.concatenate([logits, more_logits])
         feats = None if feats is None else np.concatenate([feats, more_feats])
     y, is_oos = reject_rows(clf, y, len(oos_texts or []))
-    names = available(clf) if feats is not None else ["softmax", "energy"]
-    values = compute_all(clf, logits, feats, names)
-    figs = {n: oos_scores.figures(v, is_oos) for n, v in values.items()}
-    note = None
-    if asked != "auto":
-        name = asked
-    elif not is_oos.any():
-        name, note = "softmax", ("reject_score auto: softmax, because the validation data has no out-of-scope texts "
-                                 "to compare the scores on")
-    else:
-        name = oos_scores.pick({n: f["auroc"] for n, f in figs.items()})
-        note = "reject_score auto: " + name + " (validation AUROC " + ", ".join(
-            f"{n} {f['auroc']:.4f}" for n, f in figs.items()) + ")"
-    probs = clf.target_.probabilities(logits, clf.temperature_)
-    score = None if name == "softmax" else values[name]
-    threshold, warn = reject.tune(probs, y, is_oos, clf.reject_metric, clf.reject_target, k, score)
-    clf.reject_threshold_ = (threshold or None) if name == "softmax" else None
-    clf.oos_score_ = {"score": name, "threshold": None if name == "softmax" else threshold,
-                      "statistics": STATS_FILE if stats is not None else None, "validation": figs}
-    for line in (note, warn):
-        if line:
-            log.warning(line) if line is warn else log.info(line)
-            clf.notes_.append(line)
-    log.info("reject option (%s) on %d validation texts: %s", name, len(y),
-             reject.describe(reject.scores(probs, y, is_oos, clf.reject_threshold_ if score is None else threshold, k,
-                                           score)))
+    clf.notes_.extend(clf.reject_step_.fit(clf.temperature_step_.apply(logits), logits, feats, y, is_oos, asked,
+                                           clf.reject_metric, clf.reject_target))
 
 
 def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: str | None = None) -> None:
@@ -245,19 +201,8 @@ def block(clf, logits, feats, y_in, n_outside: int) -> dict:
     and every computable score's AUROC and FPR@95TPR, on rows that are in-scope texts (class indices y_in)
     followed by n_outside texts of an out_of_scope label the model never learned."""
     y, is_oos = reject_rows(clf, y_in, n_outside)
-    names = available(clf) if feats is not None else ["softmax", "energy"]
-    values = compute_all(clf, logits, feats, names)
-    name = score_name(clf)
-    probs = clf.target_.probabilities(np.asarray(logits), clf.temperature_)
-    score = values.get(name) if name != "softmax" else None
-    threshold = clf.reject_threshold_ if name == "softmax" else (clf.oos_score_ or {}).get("threshold")
-    k = clf.oos_index_
-    out = {"label": clf.out_of_scope, "score": name, **reject.scores(probs, y, is_oos, threshold, k, score)}
-    out["in_scope_accuracy_without_threshold"] = reject.scores(probs, y, is_oos, None, k)["in_scope_accuracy"]
-    out["scores"] = {n: oos_scores.figures(v, is_oos) for n, v in values.items()}
-    # Histograms, not the values: small enough for metrics.json, and all a distribution plot needs.
-    out["distribution"] = {n: oos_scores.histogram(v, is_oos) for n, v in values.items()}
-    return out
+    probs = clf.temperature_step_.apply(np.asarray(logits))
+    return {"label": clf.out_of_scope, **clf.reject_step_.report(probs, logits, feats, y, is_oos)}
 
 
 def report(clf, texts, labels) -> dict:
@@ -275,24 +220,6 @@ def describe_scores(block: dict) -> str:
     """One line: each score's AUROC and FPR@95TPR, the one in use marked."""
     return "; ".join(f"{n}{'*' if n == block.get('score') else ''} AUROC {f['auroc']:.4f}, FPR@95TPR "
                      f"{f['fpr_at_95_tpr']:.3f}" for n, f in block["scores"].items() if f["auroc"] is not None)
-
-
-# ---- saving -------------------------------------------------------------------------------------------------
-def save(clf, path: Path) -> None:
-    if getattr(clf, "oos_statistics_", None) is not None:
-        clf.oos_statistics_.save(Path(path) / STATS_FILE)
-
-
-def load(clf, path: Path, config: dict) -> None:
-    """The statistics a saved model's oos_score names, read back exactly."""
-    entry = config.get("oos_score") or {}
-    if entry.get("statistics"):
-        from headswap.model_dir import inside
-        file = inside(Path(path), entry["statistics"], "oos_score.statistics")
-        if not file.is_file():
-            raise HeadswapError(f"{file} is missing; the model directory is incomplete (its out-of-scope score "
-                                f"{entry.get('score')!r} reads it)")
-        clf.oos_statistics_ = OosStatistics.load(file)
 
 
 def probability_block(classes, out_of_scope: str, val_probs, val_labels, test_probs, test_labels, metric: str,

@@ -5,6 +5,7 @@ model2vec's distillation)."""
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager, redirect_stderr
 
 
@@ -23,3 +24,14 @@ def no_progress_bars(quiet: bool = True):
             yield
     finally:
         hf_logging.enable_progress_bar()
+
+
+def stderr_line(msg: str) -> None:
+    """A training run's line (an early stop) when no progress bar is drawn."""
+    print(msg, file=sys.stderr)
+
+
+def tqdm_write(msg: str) -> None:
+    """A line printed above the progress bars, which a plain print would break."""
+    from tqdm.auto import tqdm
+    tqdm.write(msg)

@@ -166,3 +166,43 @@ def check_known(target: SingleLabel, labels, known: list[str], what: str) -> Non
     unseen = sorted(target.names_in(labels) - set(known))
     if unseen:
         raise HeadswapError(f"{what} labels never seen in training: {unseen}; known: {list(known)}")
+
+
+def read_soft_labels(X, y, soft_labels, labels, multi_label: bool = False, out_of_scope: str | None = None):
+    """What fit(X, soft_labels=, labels=) trains on: (texts, each text's most probable class name, (targets as an
+    (N, K) float64 array, class names)) after checking soft_labels; every problem is one line naming it."""
+    if y is not None:
+        raise HeadswapError("fit takes labels y or soft_labels (with their class names in labels), not both")
+    if multi_label:
+        raise ConfigError("soft_labels are probabilities over single-label classes; multi_label=True does not "
+                          "take them")
+    if out_of_scope is not None:
+        raise ConfigError("soft_labels do not combine with out_of_scope (the reject option is tuned on labelled "
+                          "validation data); train on soft labels without it")
+    if labels is None:
+        raise HeadswapError("soft_labels need labels: the class name of each of their columns")
+    names = [str(v) for v in as_list(labels, "soft_labels", "labels")]
+    if len(set(names)) != len(names):
+        raise HeadswapError(f"soft_labels' class names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+    texts = as_list(X, "training data")
+    try:
+        probs = np.asarray(soft_labels, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise HeadswapError("soft_labels must be an (texts, labels) array of numbers") from None
+    if probs.shape != (len(texts), len(names)):
+        raise HeadswapError(f"soft_labels must be (texts, labels) = ({len(texts)}, {len(names)}), got shape "
+                            f"{probs.shape}")
+    bad = np.flatnonzero(~np.isfinite(probs).all(1))
+    if bad.size:
+        raise HeadswapError(f"soft_labels hold NaN or infinite values ({bad.size} rows, the first at index "
+                            f"{bad[0]})")
+    bad = np.flatnonzero((probs < 0).any(1))
+    if bad.size:
+        raise HeadswapError(f"soft_labels hold negative values ({bad.size} rows, the first at index {bad[0]})")
+    sums = probs.sum(1)
+    bad = np.flatnonzero(np.abs(sums - 1) > 1e-3)
+    if bad.size:
+        raise HeadswapError(f"soft_labels rows must sum to 1 ({bad.size} rows do not, the first at index {bad[0]}: "
+                            f"{sums[bad[0]]:.6g})")
+    probs = probs / sums[:, None]
+    return texts, [names[k] for k in probs.argmax(1)], (probs, names)

@@ -1,0 +1,49 @@
+"""The strategy's module on the base model, built for a TextClassifier (headswap.api): the model loaded, the
+text encoder and prompt made, the regime's trainable parts prepared, and a saved model's weights loaded."""
+
+from __future__ import annotations
+
+from headswap import model_dir
+from headswap.errors import ConfigError
+from headswap.strategies import Build
+from headswap.train.lora import LoraSettings
+from headswap.train.regimes import prepare
+
+
+def build(clf, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
+    """Set clf's module_, encoder_, tokenizer_, prompt_, lora_, ... for its fitted_'s labels: for training on
+    `texts`, or with a saved model's `weights` and config (`restored`)."""
+    from headswap.models import check_positions, load_model, resolve_model
+
+    params, strategy = clf.resolved_params(), clf.strategy_
+    spec = resolve_model(clf.model)
+    reason = strategy.fits(spec.kind)
+    if reason:
+        raise ConfigError(f"{reason} ({clf.model!r}); use e.g. model='smollm2-135m'")
+    from headswap.quiet import no_progress_bars
+    # Quiet: also the bars of a GGUF conversion (in load_model) and of the static tier's model2vec
+    # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
+    with no_progress_bars(not clf.progress):
+        hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
+        b = Build(params, hf_model, tokenizer, spec.kind, list(clf.labels_), clf.descriptions_,
+                  zero_shot=clf.epochs == 0, texts=texts, restored=restored or {})
+        b.encoder = strategy.text_encoder(b)
+    if b.encoder is not None:   # the prompt's tokens are known only now
+        check_positions(spec, clf.max_length, b.encoder.longest - clf.max_length, name=clf.model)
+    module = strategy.build(b)
+    b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
+    module.eval()
+    clf.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=clf.last_n,
+                        lora=LoraSettings.from_params(params))
+    if not b.zero_shot:
+        strategy.freeze(module, params["regime"])
+    if weights is not None:
+        model_dir.load_weights(module, weights)
+    # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
+    own = getattr(b.encoder, "tokenizer", None)
+    clf.tokenizer_ = tokenizer if own is None else own
+    clf.model_spec_, clf.encoder_, clf.prompt_ = spec, b.encoder, b.prompt
+    clf.saved_, clf.module_ = b.saved, module
+    clf.runtime_, clf.param_counts_ = "torch", None
+    for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
+        setattr(clf, key + "_", value)
