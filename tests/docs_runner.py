@@ -9,7 +9,7 @@ The rules a page is written to (docs/index.md, "How the examples are tested", sa
   compared with what the block printed to stdout, line by line, `...` standing for any text (doctest's ELLIPSIS)
   and any number for any number (timings and scores vary with the machine), whitespace runs equal.
 - `<!-- docs-test: skip REASON -->` on the line before a fence keeps that block from running; the reason is
-  required and listed by the test. Other languages (```csv, ```json, ```yaml ...) are shown, not run.
+  required, and the block's `headswap` commands must still parse (check_parses). Other languages (```csv, ```json, ```yaml ...) are shown, not run.
 """
 
 from __future__ import annotations
@@ -83,6 +83,29 @@ def skip_reason(block: Block) -> str | None:
     if block.mark is None or not block.mark.startswith("skip"):
         return None
     return block.mark[len("skip"):].strip(" :")
+
+
+def headswap_commands(code: str) -> list[list[str]]:
+    """The `headswap ...` command lines of a bash block (backslash continuations joined, comments cut), split as
+    the shell would."""
+    import shlex
+    joined = re.sub(r"\\\n", " ", code)
+    out = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["headswap"]:
+            out.append(words[1:])
+    return out
+
+
+def check_parses(block: Block, where: str) -> None:
+    """A skipped block's headswap commands still parse: a renamed or removed flag fails here, not for a reader."""
+    from headswap.cli.parser import build_parser
+    for argv in headswap_commands(block.code):
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit as e:
+            raise AssertionError(f"{where}: a skipped command no longer parses: headswap {' '.join(argv)}") from e
 
 
 def same_output(expected: str, got: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docs_runner import NOT_RUN, RUN, blocks, run_page, skip_reason, write_data
+from docs_runner import NOT_RUN, RUN, blocks, check_parses, run_page, skip_reason, write_data
 from headswap.cli.parser import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +44,8 @@ def test_page_blocks_are_runnable_or_say_why_not(page):
         assert reason != "", f"{page.name}:{b.line}: a skipped block says why (<!-- docs-test: skip REASON -->)"
         if b.mark is not None:
             assert reason is not None, f"{page.name}:{b.line}: unknown docs-test mark {b.mark!r}"
+        if reason and b.lang == "bash":
+            check_parses(b, f"{page.name}:{b.line}")
 
 
 def test_mkdocs_build_strict(tmp_path):
