@@ -34,7 +34,7 @@ RUN = ("bash", "python")
 NOT_RUN = ("sh", "shell", "console", "py", "python3", "pycon", "zsh")
 FENCE = re.compile(r"^(\s*)```([\w+-]*)\s*(.*)$")
 MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
-NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?([eE][-+]?\d+)?")
+NUMBER = re.compile(r"[-+]?\d+(?:,\d{3})*(\.\d+)?([eE][-+]?\d+)?")   # 1,234 is one number; "14," is 14 and a comma
 BLOCK_TIMEOUT = 600
 
 

@@ -232,6 +232,8 @@ def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_pa
     block = winner["out_of_scope"]
     assert block["label"] == "oos" and block["oos_texts"] == 4 and 0 <= block["oos_recall"] <= 1
     assert set(block["scores"]) >= {"softmax", "energy"}
+    base = next(r for r in results["rows"] if r["baseline"])["out_of_scope"]    # TF-IDF: the softmax rule too
+    assert base["label"] == "oos" and base["oos_texts"] == 4 and list(base["scores"]) == ["softmax"]
 
 
 def test_a_rung_that_fails_is_recorded_and_the_ladder_goes_on(world, tmp_path, monkeypatch):
