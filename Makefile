@@ -7,6 +7,10 @@ LATEST := .venv-latest
 SHELL  := /bin/bash
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# pytest-xdist workers, one per core of the 2-core CI machine; --dist loadfile keeps a file's tests on one worker,
+# where they share their module fixtures (trained models) instead of building them twice.
+WORKERS := 2
+PYTEST  := -m pytest -ra -n $(WORKERS) --dist loadfile
 
 .PHONY: demo test test-fast test-latest install install-mpnet install-gemma lock clean
 
@@ -37,10 +41,10 @@ demo: $(STAMP)
 	$(VENV)/bin/headswap demo
 
 test: $(STAMP)
-	$(PY) -m pytest -ra
+	$(PY) $(PYTEST)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -ra -m "not slow"
+	$(PY) $(PYTEST) -m "not slow"
 
 # Rewrite the lock from what .venv holds now (after an upgrade that `make test` passed).
 lock:
@@ -62,7 +66,7 @@ test-latest:
 	$(LATEST)/bin/python -m pip list --format=freeze --exclude-editable --exclude pip --exclude setuptools | sed 's/+cpu$$//' | LC_ALL=C sort \
 	  | LC_ALL=C comm -13 <(grep -v '^#' constraints.txt) - > $(LATEST)/newer.txt || true
 	{ echo "versions newer than constraints.txt:"; sed 's/^/  /' $(LATEST)/newer.txt; } > $(LATEST)/report.txt
-	$(LATEST)/bin/python -m pytest -ra -q -p no:cacheprovider > $(LATEST)/pytest.txt 2>&1; \
+	$(LATEST)/bin/python $(PYTEST) -q -p no:cacheprovider > $(LATEST)/pytest.txt 2>&1; \
 	  status=$$?; tail -n 40 $(LATEST)/pytest.txt >> $(LATEST)/report.txt; cat $(LATEST)/report.txt; exit $$status
 
 clean:

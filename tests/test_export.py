@@ -16,6 +16,7 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 from headswap import TextClassifier
 from headswap.errors import HeadswapError
 from headswap.export import FP32_TOLERANCE, export
+from headswap.runtime import is_head
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 pytest.importorskip("onnxruntime")
@@ -95,6 +96,8 @@ def test_int8_exports_quantize_and_run(models):
     entry = export(models["mlp"], out, quantize="int8")
     ops = {n.op_type for n in onnx.load(str(out / "model.onnx")).graph.node}
     assert ops & {"MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}, ops
+    head = [n for n in onnx.load(str(out / "model.onnx")).graph.node if any(is_head(i) for i in n.input)]
+    assert head and {n.op_type for n in head} <= {"Gemm", "MatMul", "Add"}, head   # the head stays fp32
     assert entry["quantize"] == "int8"
     p = TextClassifier.load(out).predict_proba(NEW)
     assert p.shape == (len(NEW), 2) and np.allclose(p.sum(1), 1, atol=1e-5)
@@ -106,7 +109,8 @@ def test_torch_int8_runtime(models):
     q = TextClassifier.load(models["mlp"], runtime="torch-int8")
     kinds = {type(m).__module__ + "." + type(m).__name__ for m in q.module_.modules()}
     assert any(".quantized.dynamic." in k and k.endswith(".Linear") for k in kinds), kinds
-    assert not any(type(m) is torch.nn.Linear for m in q.module_.modules())
+    fp32 = [n for n, m in q.module_.named_modules() if type(m) is torch.nn.Linear]
+    assert fp32 and all(is_head(n) for n in fp32), fp32   # the body quantized, the head kept fp32
     assert q.summary()["total_params"] == original.summary()["total_params"]
     p = q.predict_proba(NEW)
     assert p.shape == (len(NEW), 2) and np.allclose(p.sum(1), 1, atol=1e-5)

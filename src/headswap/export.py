@@ -69,6 +69,16 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
     return entry
 
 
+def head_nodes(path: Path) -> list[str]:
+    """The graph's matrix products that read a head weight (an initializer named like the head's parameters)."""
+    import onnx
+
+    from headswap.runtime import is_head
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {init.name for init in graph.initializer if is_head(init.name)}
+    return [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and weights.intersection(n.input)]
+
+
 def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> dict:
     """The graph (checked against torch), the tokenizer and the source's weights and card, in `out`."""
     import torch
@@ -88,7 +98,8 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
             # shape inference does not follow torch.export's dynamic dimensions, and is not needed here.
             ready = Path(tmp) / "preprocessed.onnx"
             quant_pre_process(str(fp32), str(ready), skip_symbolic_shape=True)
-            quantize_dynamic(str(ready), str(out / ONNX_FILE), weight_type=QuantType.QInt8)
+            quantize_dynamic(str(ready), str(out / ONNX_FILE), weight_type=QuantType.QInt8,
+                             nodes_to_exclude=head_nodes(ready))    # the head stays fp32: runtime.quantize_torch
         else:
             shutil.move(fp32, out / ONNX_FILE)
     clf.tokenizer_.save_pretrained(out / TOKENIZER_DIR)

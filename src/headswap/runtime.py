@@ -30,13 +30,23 @@ def resolve(runtime: str, config: dict, path: Path) -> str:
     return runtime
 
 
+def is_head(name: str) -> bool:
+    """A parameter or module of the classifier's head (a path component `head`: Classifier.head, ...)."""
+    return "head" in name.split(".")
+
+
 def quantize_torch(module):
-    """Dynamic int8 quantization of every nn.Linear (weights int8, activations quantized per batch)."""
+    """Dynamic int8 quantization of the body's nn.Linear layers (weights int8, activations quantized per batch).
+
+    The head stays fp32: it is K x hidden weights, little to gain, and a logistic-regression head folds the
+    features' standardisation into its weights, a range one int8 scale cannot hold (on a 320-text SMS slice,
+    MiniLM with that head fell from 0.96 to 0.80 accuracy with the head quantized)."""
     import torch
+    body = {n for n, m in module.named_modules() if isinstance(m, torch.nn.Linear) and not is_head(n)}
     with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
         warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic
-        quantized = quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+        quantized = quantize_dynamic(module, body, dtype=torch.qint8)
     quantized.saves_torch_weights = False   # packed int8 Linear weights: not what loading a model builds
     return quantized
 
