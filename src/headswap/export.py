@@ -76,7 +76,10 @@ def head_nodes(path: Path) -> list[str]:
     from headswap.runtime import is_head
     graph = onnx.load(str(path), load_external_data=False).graph
     weights = {init.name for init in graph.initializer if is_head(init.name)}
-    return [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and weights.intersection(n.input)]
+    nodes = [n for n in graph.node if n.op_type in ("MatMul", "Gemm") and weights.intersection(n.input)]
+    # Dynamic quantization first rewrites each Gemm as a MatMul named NAME_MatMul (onnxruntime.quantization's
+    # ONNXModel.replace_gemm_with_matmul), and only then reads the names to exclude.
+    return [n.name for n in nodes] + [f"{n.name}_MatMul" for n in nodes if n.op_type == "Gemm"]
 
 
 def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> dict:
@@ -98,8 +101,9 @@ def _write(clf, module, src: Path, out: Path, fmt: str, quantize: str, ort) -> d
             # shape inference does not follow torch.export's dynamic dimensions, and is not needed here.
             ready = Path(tmp) / "preprocessed.onnx"
             quant_pre_process(str(fp32), str(ready), skip_symbolic_shape=True)
+            # The head stays fp32 (runtime.quantize_torch says why).
             quantize_dynamic(str(ready), str(out / ONNX_FILE), weight_type=QuantType.QInt8,
-                             nodes_to_exclude=head_nodes(ready))    # the head stays fp32: runtime.quantize_torch
+                             nodes_to_exclude=head_nodes(ready))
         else:
             shutil.move(fp32, out / ONNX_FILE)
     clf.tokenizer_.save_pretrained(out / TOKENIZER_DIR)

@@ -14,7 +14,7 @@ RUNTIMES = ("auto", "torch", "torch-int8", "onnx")
 EXPORT_FORMATS = ("onnx",)          # what `headswap export` writes
 QUANTIZE = ("none", "int8")         # and how its weights are stored
 RUNTIME_HELP = ("where the forward pass runs: auto (onnx when the directory holds a `headswap export`, else "
-                "torch), torch, torch-int8 (Linear layers quantized to int8 at load), onnx")
+                "torch), torch, torch-int8 (the body's Linear layers quantized to int8 at load), onnx")
 
 
 def resolve(runtime: str, config: dict, path: Path) -> str:
