@@ -278,10 +278,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         if m.extra.get("out_of_scope"):     # headswap.oos: the chosen score, every score's AUROC, the decisions
             row["out_of_scope"] = m.extra["out_of_scope"]
         elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
-            from headswap.oos import probability_block
-            row["out_of_scope"] = probability_block(
-                clf.classes_, full["out_of_scope"], clf.predict_proba(validation.texts), validation.labels,
-                clf.predict_proba(test.texts), test.labels, full["reject_metric"], full["reject_target"])
+            from headswap.bench.baseline import tfidf_reject_block
+            row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
+                                                     full["reject_metric"], full["reject_target"])
         results["rows"].append(row)
         log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")

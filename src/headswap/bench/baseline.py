@@ -66,13 +66,19 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0, reject: dict | None = Non
 
 
 def _reject_block(data: BenchData, reject: dict) -> dict:
-    from headswap.oos import probability_block
     from headswap.tfidf import TfidfClassifier
-    label = reject["out_of_scope"]
     clf = TfidfClassifier().fit(data.train.texts, data.train.labels)    # learns the label when train has it
-    val = data.validation
-    val_probs, val_labels = (clf.predict_proba(val.texts), val.labels) if val is not None else (None, None)
-    out = probability_block(clf.classes_, label, val_probs, val_labels, clf.predict_proba(data.test.texts),
-                            data.test.labels, reject["reject_metric"], reject["reject_target"])
+    out = tfidf_reject_block(clf, data.validation, data.test, reject["out_of_scope"], reject["reject_metric"],
+                             reject["reject_target"])
     out["model"] = "TF-IDF + logistic regression (headswap.tfidf), its probabilities"
     return out
+
+
+def tfidf_reject_block(clf, validation, test, label: str, metric: str, target: float) -> dict:
+    """A fitted TfidfClassifier's out-of-scope figures on `test` by the max-probability rule, its threshold tuned on
+    `validation` (None: no threshold) as TextClassifier tunes one (headswap.oos.probability_block)."""
+    from headswap.oos import probability_block
+    val_probs, val_labels = ((clf.predict_proba(validation.texts), validation.labels) if validation is not None
+                             else (None, None))
+    return probability_block(clf.classes_, label, val_probs, val_labels, clf.predict_proba(test.texts),
+                             test.labels, metric, target)
