@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 from contextlib import redirect_stderr, redirect_stdout
 
 from headswap.cli.parser import main
@@ -17,3 +18,10 @@ def invoke(argv) -> tuple[int, str, str]:
         except SystemExit as e:
             rc = e.code
     return rc, out.getvalue(), err.getvalue()
+
+
+def free_port() -> int:
+    """A loopback port free at this moment: serve tests never assume a fixed one (8000 may be taken)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -16,6 +16,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
+from cli_run import free_port
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier, settings
@@ -147,7 +148,7 @@ def _base(command: str, w: dict) -> list[str]:
                   "-q"],
         "auto": ["auto", "--data", w["data"], "--budget", "1m", "--model", w["enc"], "--strategies", "encoder-mlp",
                  "--out", w["out"], "-q"],
-        "serve": ["serve", "--model-dir", w["model"]],
+        "serve": ["serve", "--model-dir", w["model"], "--port", str(free_port())],
         "export": ["export", "--model-dir", w["model"], "--out", w["out"]],
         "distill": ["distill", "--teacher", w["model"], "--data", w["data"], "--out", w["out"], "-q"],
         "audit": ["audit", "--data", w["data"], "--strategy", "encoder-mlp", "--model", w["enc"], "--out", w["out"],

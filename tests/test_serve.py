@@ -18,12 +18,15 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
+from cli_run import free_port  # noqa: E402
 from tiny_models import make_tiny_encoder  # noqa: E402
 
 from headswap import TextClassifier  # noqa: E402
 from headswap.cli import main as cli_main  # noqa: E402
 from headswap.cli.serve import add_arguments as add_serve_arguments  # noqa: E402
 from headswap.cli.serve import run as cmd_serve  # noqa: E402
+from headswap.data.jsonline import parse  # noqa: E402
+from headswap.errors import DataError  # noqa: E402
 from headswap.serve.app import MicroBatcher, create_app  # noqa: E402
 
 X = ["win cash now", "free entry txt win", "see you at noon", "ok on my way home", "urgent you have won",
@@ -342,15 +345,16 @@ def test_cli_flags_and_cmd_serve_run_uvicorn(monkeypatch, model_dir):
 
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app, **kw))
-    args = p.parse_args(["--model-dir", str(model_dir), "--port", "8123", "--no-batching", "--max-texts", "3",
+    port = free_port()      # serve binds it once before the model loads (headswap.serve.checks)
+    args = p.parse_args(["--model-dir", str(model_dir), "--port", str(port), "--no-batching", "--max-texts", "3",
                          "--log-level", "warning", "--threads", "1"])
     assert cmd_serve(args) == 0
-    assert (seen["host"], seen["port"], seen["log_level"]) == ("127.0.0.1", 8123, "warning")
+    assert (seen["host"], seen["port"], seen["log_level"]) == ("127.0.0.1", port, "warning")
     assert seen["app"].state.batcher.batching is False
 
 
 def test_main_reports_a_bad_model_dir_in_one_line(tmp_path, capsys):
-    assert cli_main(["serve", "--model-dir", str(tmp_path)]) == 2
+    assert cli_main(["serve", "--model-dir", str(tmp_path), "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "not a saved headswap model" in err and "Traceback" not in err
 
@@ -431,6 +435,12 @@ def test_hostile_bodies_get_json_400s(guarded):
         assert r.status_code == 400 and r.json()["error"] == "JSON nested deeper than 8 levels"
         nested_in_string = '{"texts": ["' + "[" * 50 + '"]}'      # brackets inside a string do not count
         assert c.post("/predict", content=nested_in_string, headers=auth).status_code == 200
+        huge = '{"texts": [' + "7" * 5000 + "]}"      # past Python's 4,300-digit limit: what the CLI says of it
+        r = c.post("/predict", content=huge, headers=auth)
+        with pytest.raises(DataError) as cli:
+            parse(huge, "body")
+        assert r.status_code == 400 and r.json()["error"] == "malformed JSON: " + str(cli.value).removeprefix("body: ")
+        assert "4300 digits" in r.json()["error"]
     import http.client
     host, port = url.removeprefix("http://").split(":")
     for length in ("abc", "-5"):

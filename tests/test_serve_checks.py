@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from cli_run import free_port as _free_port
 from cli_run import invoke
 
 pytest.importorskip("uvicorn")
@@ -36,12 +37,6 @@ def _refused(argv) -> str:
     assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
     assert "serving" not in err
     return lines[0]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("value", ["", "   "])

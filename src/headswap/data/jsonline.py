@@ -19,4 +19,10 @@ def parse(text: str, where: str, line_of_error: bool = False):
         raise DataError(f"{where}: JSON nested too deeply to read (arrays or objects inside each other past "
                         f"Python's recursion limit)") from None
     except ValueError as e:    # "Exceeds the limit (4300 digits) for integer string conversion ..."
-        raise DataError(f"{where}: a JSON number cannot be read ({str(e).split(';')[0]})") from None
+        raise DataError(f"{where}: {unreadable_number(e)}") from None
+
+
+def unreadable_number(e: ValueError) -> str:
+    """What json.loads' ValueError that is no syntax error (an integer past Python's digit limit) means, as the
+    command line and `headswap serve` both say it; the part after ';' is how to lift the limit in Python."""
+    return f"a JSON number cannot be read ({str(e).split(';')[0]})"

@@ -30,6 +30,7 @@ only when an app is built, so the rest of the CLI works without them.
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime, and the
 # request model is a class local to create_app (its limits are per app).
 
+import json
 import logging
 import os
 from contextlib import asynccontextmanager
@@ -203,6 +204,11 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException):
+        cause = exc.__cause__       # FastAPI's "There was an error parsing the body" for what json.loads refused
+        if exc.status_code == 400 and isinstance(cause, ValueError) and not isinstance(cause, json.JSONDecodeError):
+            from headswap.data.jsonline import unreadable_number
+            reason = unreadable_number(cause)
+            return JSONResponse({"error": f"malformed JSON: {reason}", "detail": {"reason": reason}}, status_code=400)
         return JSONResponse({"error": str(exc.detail), "detail": None}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
