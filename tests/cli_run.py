@@ -25,3 +25,47 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def signalled(argv, ready, sig, limit: float = 240.0, stdin=None):
+    """Run `headswap ARGV` in a subprocess, send it `sig` once ready(stderr so far) is true (polled), and return
+    (exit code, stderr). stdin: text written to the command first (its stdin is then left open, so that a
+    command reading it waits for more). Fails the test if the command ends first or ready() never comes."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryFile("a+") as err:     # O_APPEND: the child writes at the end whatever we read
+        p = subprocess.Popen([sys.executable, "-m", "headswap.cli", *argv], env=env, stderr=err,
+                             stdout=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)
+        try:
+            if stdin is not None:
+                p.stdin.write(stdin)
+                p.stdin.flush()
+            deadline = time.monotonic() + limit
+            while not ready(_read(err)):
+                if p.poll() is not None:
+                    err.seek(0)
+                    raise AssertionError(f"headswap {argv[0]} ended (exit {p.returncode}) before the signal:\n"
+                                         f"{err.read()}")
+                assert time.monotonic() < deadline, f"not ready after {limit} s"
+                time.sleep(0.02)
+            p.send_signal(sig)
+            rc = p.wait(60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdin.close()
+        err.seek(0)
+        return rc, err.read()
+
+
+def _read(f) -> str:
+    f.seek(0)
+    text = f.read()
+    f.seek(0, 2)
+    return text

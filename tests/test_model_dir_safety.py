@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from cli_run import signalled
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
@@ -257,3 +259,44 @@ def test_torch_saves_short_write_on_a_full_disk_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 0, 10**9))
     with pytest.raises(HeadswapError, match=r"failed: \[enforce fail at .*unexpected pos 704 vs 598"):
         checkpoint.write_checkpoint(tmp_path / "ck", {}, {"w": torch.zeros(2)}, {}, {}, [])
+
+
+# ---- stopped from outside: SIGTERM is Ctrl-C, SIGKILL leaves what --resume needs ------------------------------
+
+def _long_data(tmp_path, n=300):
+    d = tmp_path / "long"
+    d.mkdir()
+    (d / "train.csv").write_text("text,label\n" + "".join(f"{TEXTS[i % 12]} {i},{LABELS[i % 12]}\n" for i in range(n)))
+    return d
+
+
+def _dot_files(root) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*"))
+
+
+def test_sigterm_during_train_leaves_no_lock_or_empty_folders(enc, tmp_path):
+    """SIGTERM while training into runs/new/m (folders that did not exist): the command ends as Ctrl-C ends it,
+    exit 143, with the lock file gone and the folders made for OUT removed, unless they hold a checkpoint."""
+    data, out = _long_data(tmp_path), tmp_path / "runs" / "new" / "m"
+    rc, err = signalled(["train", "--data", str(data), "--model", str(enc), "--epochs", "30", "--eval-fraction", "0",
+                         "--out", str(out), "-q"], lambda err: "training encoder-mlp" in err, signal.SIGTERM)
+    assert rc == 143 and err.strip().splitlines()[-1] == "terminated (SIGTERM)" and "Traceback" not in err, err
+    assert _dot_files(tmp_path) == []
+    if (tmp_path / "runs").exists():                # only to keep a checkpoint for --resume
+        assert [p.name for p in out.iterdir()] == ["checkpoints"]
+
+
+def test_train_killed_after_a_checkpoint_resumes_and_rerun(enc, tmp_path):
+    """SIGKILL (kill -9) after the first epoch's checkpoint: nothing can clean up, so the lock file stays; the
+    rerun with --resume takes the lock all the same, continues from the checkpoint and saves the model."""
+    from headswap.train.checkpoint_files import MARKER
+    data, out = _long_data(tmp_path), tmp_path / "m"
+    argv = ["train", "--data", str(data), "--model", str(enc), "--epochs", "4", "--eval-fraction", "0",
+            "--out", str(out), "-q"]
+    rc, _ = signalled(argv, lambda err: (out / "checkpoints" / "last" / MARKER).exists(), signal.SIGKILL)
+    assert rc == -signal.SIGKILL and not (out / CONFIG_FILE).exists()
+    r = _cli(*argv, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert "continuing with epoch" in r.stderr, r.stderr
+    assert TextClassifier.load(out, progress=False).predict(["win cash now"]).shape == (1,)
+    assert not (out / "checkpoints").exists() and _dot_files(tmp_path) == []

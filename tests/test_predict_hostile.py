@@ -9,12 +9,14 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 
 import pytest
+from cli_run import signalled
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
@@ -237,3 +239,49 @@ def test_a_reader_that_goes_away_ends_predict_quietly_with_sigpipes_status(model
     assert p.wait(timeout=300) == 141, err
     assert all(json.loads(x)["row"] in (1, 2) for x in first)
     assert err == "", err
+
+
+# ---- 4. stopped from outside: SIGTERM, SIGKILL, another writer -------------------------------------------------
+
+def _rows(path) -> list[int]:
+    return [json.loads(x)["row"] for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_predict_stopped_mid_run_keeps_its_rows_and_resume_continues(models, tmp_path, capsys, sig):
+    """predict reads standard input a row at a time and waits for a third: stopped there, SIGTERM (a CI cancel,
+    `timeout`) ends it as Ctrl-C does, exit 143 with the lock file removed; SIGKILL removes nothing, and the lock
+    it leaves does not stop the rerun. Either way --resume continues after the two complete rows."""
+    out = tmp_path / "p.jsonl"
+    rc, err = signalled(["predict", "-q", "--chunk-size", "1", "--model-dir", str(models["a"]), "--out", str(out)],
+                        lambda err: len(_rows(out)) == 2, sig, stdin="one\ntwo\n")
+    if sig == signal.SIGTERM:
+        assert rc == 143 and err.strip().splitlines()[-1] == "terminated (SIGTERM)" and "Traceback" not in err, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+    else:
+        assert rc == -signal.SIGKILL
+    code, _, err = _cli(capsys, "predict", "-q", "--model-dir", str(models["a"]), "--out", str(out), "--resume",
+                        "one", "two", "three")
+    assert code == 0, err
+    assert _rows(out) == [1, 2, 3] and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_another_predict_into_the_same_file_is_told_to_give_another_file(models, tmp_path, capsys):
+    from headswap.atomic import output_lock
+    out = tmp_path / "p.jsonl"
+    with output_lock(out, kind="file"):
+        code, _, err = _cli(capsys, "predict", "--model-dir", str(models["a"]), "--out", str(out), "hi")
+    line = _one_line(err)
+    assert code == 2 and line.endswith("wait for it to finish or give another file") and not out.exists()
+
+
+def test_out_through_a_symlink_writes_the_file_it_points_to(models, tmp_path, capsys):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    (tmp_path / "p.jsonl").symlink_to(real / "p.jsonl")          # a link to a file not yet there
+    for out in (tmp_path / "link" / "q.jsonl", tmp_path / "p.jsonl"):
+        code, _, err = _cli(capsys, "predict", "-q", "--model-dir", str(models["a"]), "--out", str(out), "hi", "yo")
+        assert code == 0, err
+    assert _rows(real / "q.jsonl") == _rows(real / "p.jsonl") == [1, 2]
+    assert (tmp_path / "p.jsonl").is_symlink() and sorted(p.name for p in real.iterdir()) == ["p.jsonl", "q.jsonl"]

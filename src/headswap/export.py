@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import tempfile
 import warnings
 from pathlib import Path
 
 from headswap import model_dir
-from headswap.atomic import sha256_of
+from headswap.atomic import sha256_of, umask
 from headswap.errors import HeadswapError
 from headswap.oos_scores import STATS_FILE
 from headswap.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
@@ -55,14 +56,19 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
         raise HeadswapError(f"strategy {strategy.name!r} on a {kind} model cannot be exported; exportable: "
                             f"{', '.join(names(exportable=True))} on encoder models")
     module = strategy.export_module(clf.module_).eval()
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside OUT and renamed onto it at the end: a kill, even SIGKILL, leaves no half an export in OUT,
+    # which a rerun would refuse as a directory that is not empty (only a hidden .OUT.new-* folder beside it).
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
     try:
-        entry = _write(clf, module, src, out, fmt, quantize, ort)
+        entry = _write(clf, module, src, new, fmt, quantize, ort)
         config = json.loads((src / model_dir.CONFIG_FILE).read_text())
         config["export"] = entry
-        (out / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
+        (new / model_dir.CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))   # last: marks it complete
+        os.chmod(new, 0o777 & ~umask())     # mkdtemp makes it private; an export is an ordinary folder
+        os.replace(new, out)                # onto a missing or empty OUT (checked above)
     except BaseException as e:
-        shutil.rmtree(out, ignore_errors=True)    # no half-written export left to be mistaken for one
+        shutil.rmtree(new, ignore_errors=True)    # no half-written export left to be mistaken for one
         if isinstance(e, OSError):      # a full disk: a write() error names no file
             raise HeadswapError(f"writing the export to {out} failed: {e.strerror or e}; nothing was kept") from None
         raise
