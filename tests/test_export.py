@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from cli_run import signalled
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap import TextClassifier
@@ -277,3 +279,36 @@ def test_a_tampered_export_encoder_is_one_line_naming_the_key(models, tmp_path, 
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1 and r.stdout == "", r.stderr
     assert f"{d / 'headswap_config.json'} is corrupt: {message}" in lines[0], r.stderr
+
+
+def test_cli_int8_export_then_predict_on_it(models, tmp_path):
+    out = tmp_path / "int8"
+    r = _cli("export", "--model-dir", str(models["mlp"]), "--out", str(out), "--quantize", "int8")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "headswap_config.json").read_text())["export"]["quantize"] == "int8"
+    r = _cli("predict", "--model-dir", str(out), *NEW)     # --runtime auto: the int8 graph on ONNX Runtime
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["row"] for x in rows] == [1, 2, 3, 4] and all(x["label"] in ("ham", "spam") for x in rows)
+    assert all(abs(sum(x["probabilities"].values()) - 1) < 1e-5 for x in rows)
+    expected = TextClassifier.load(out, progress=False).predict_proba(NEW)
+    assert np.allclose([list(x["probabilities"].values()) for x in rows], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_an_export_stopped_mid_write_leaves_no_half_export_and_a_rerun_works(models, tmp_path, sig):
+    """Stopped while it writes (its folder beside OUT exists): OUT holds no half an export. SIGTERM cleans up
+    (no lock, no temporary folder); after SIGKILL only a hidden .OUT.new-* folder and the lock file are left,
+    and the same command run again exports."""
+    out = tmp_path / "x"
+    argv = ["export", "--model-dir", str(models["mlp"]), "--out", str(out)]
+    rc, err = signalled(argv, lambda err: any(tmp_path.glob(".x.new-*")), sig)
+    assert not out.exists()
+    if sig == signal.SIGTERM:
+        assert rc == 143 and err.strip().splitlines()[-1] == "terminated (SIGTERM)", err
+        assert list(tmp_path.iterdir()) == []
+    else:
+        assert rc == -signal.SIGKILL
+    r = _cli(*argv)
+    assert r.returncode == 0, r.stderr
+    assert TextClassifier.load(out, progress=False).predict(NEW).shape == (len(NEW),)
