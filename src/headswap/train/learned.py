@@ -41,12 +41,12 @@ def warn_if_nothing_learned(history: Sequence[dict], labels: Sequence, class_wei
     start, end = constant_loss(labels, class_weight), min(float(h["train_loss"]) for h in history)
     if not math.isfinite(end) or end < (1 - TOLERANCE) * start:
         return False
-    epochs = len(history)
+    epochs, k = len(history), len(set(labels))
+    ln_k = f", ln {k}" if abs(start - math.log(k)) < 1e-9 else ""
     warn_once(("nothing learned", source, round(end, 6)),
               f"{source}: the training loss was at best {end:.4f} in {epochs} epoch{'s' if epochs != 1 else ''}, "
-              f"which is where it starts ({start:.4f}, the loss of answering the class frequencies for every text"
-              f"{', ln ' + str(len(set(labels))) if abs(start - math.log(len(set(labels)))) < 1e-9 else ''}): the "
-              f"model learned (almost) nothing from the texts and gives every text about the same probabilities; "
-              f"check that the texts encode to distinct inputs for this model, or train longer or with a higher "
-              f"learning rate")
+              f"not {TOLERANCE:.0%} below where it starts ({start:.4f}, the loss of answering the class frequencies "
+              f"for every text{ln_k}): the model learned (almost) nothing from the texts and gives every text about "
+              f"the same probabilities; check that the texts encode to distinct inputs for this model, or train "
+              f"longer or with a higher learning rate")
     return True
