@@ -33,6 +33,7 @@ class VocabFit:
     unknown_rate: float         # unknown tokens / all tokens
     pieces_per_word: float      # tokens per whitespace-separated word (nan when there are no words)
     unknown_token: str | None   # the tokenizer's unknown token; None: it has none (byte-level BPE reads anything)
+    given: int = 0              # texts given, of which `texts` were sampled
 
     @property
     def inputs_alike(self) -> bool:
@@ -56,6 +57,7 @@ def measure(tokenizer, texts: Sequence[str], sample: int = SAMPLE, seed: int = 0
     """The VocabFit of `texts` through `tokenizer` (a Hugging Face tokenizer), on a seeded sample of at most
     `sample` texts. max_length: compare inputs cut to that many tokens, as the model would see them."""
     texts = list(texts)
+    given = len(texts)
     if len(texts) > sample:
         texts = random.Random(seed).sample(texts, sample)
     rows = _ids(tokenizer, texts) if texts else []
@@ -68,7 +70,7 @@ def measure(tokenizer, texts: Sequence[str], sample: int = SAMPLE, seed: int = 0
                     all_unknown=sum(all(i == unk for i in ids) for ids in rows),
                     unknown_rate=unknown / tokens if tokens else 0.0,
                     pieces_per_word=tokens / words if words else math.nan,
-                    unknown_token=getattr(tokenizer, "unk_token", None) if unk is not None else None)
+                    unknown_token=getattr(tokenizer, "unk_token", None) if unk is not None else None, given=given)
 
 
 def describe(fit: VocabFit) -> str:
@@ -80,7 +82,7 @@ def describe(fit: VocabFit) -> str:
                      f"but {what}")
     parts.append(f"{fit.distinct_texts} distinct texts encode to {fit.distinct_inputs} distinct input"
                  f"{'s' if fit.distinct_inputs != 1 else ''}")
-    sampled = f" (a sample of {fit.texts})" if fit.texts == SAMPLE else ""
+    sampled = f" (in a sample of {fit.texts} of the {fit.given})" if fit.given > fit.texts else ""
     return "; ".join(parts) + sampled
 
 
