@@ -140,3 +140,17 @@ def test_predict_marks_a_tie_and_counts_them(tmp_path, capsys, caplog):
     assert [m for m in _warnings(caplog) if "are ties:" in m] == [
         '2 of 2 texts are ties: their top classes\' probabilities are equal (within 1e-06), so the label given, the '
         'first tied class in label order, decides nothing; those rows list the tied classes under "tied"']
+
+
+def test_a_table_of_predictions_counts_its_ties(caplog):
+    """--engine ray writes a table, whose columns are the same for every batch: its ties are counted, not marked."""
+    pa = pytest.importorskip("pyarrow")
+    from headswap.batch import _warn_ties
+    table = pa.table({"text": ["a", "b", "c"], "label": ["ham", "spam", "ham"], "proba_ham": [0.5, 0.1, 0.7],
+                      "proba_spam": [0.5, 0.9, 0.3]})
+    with caplog.at_level(logging.WARNING):
+        _warn_ties(table)
+        _warn_ties(table.slice(1, 2))
+    assert [m for m in _warnings(caplog) if "are ties:" in m] == [
+        "1 of 3 texts are ties: their top classes' probabilities are equal (within 1e-06), so the label given, the "
+        "first tied class in label order, decides nothing; their proba_<label> columns show which"]

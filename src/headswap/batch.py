@@ -313,4 +313,5 @@ def _warn_ties(result) -> None:
     names = [c for c in result.column_names if c.startswith(PROBA_PREFIX)]
     probs = np.column_stack([result[c].to_numpy() for c in names]) if names and result.num_rows else np.zeros((0, 0))
     labels = [c[len(PROBA_PREFIX):] for c in names]
-    warn_ties(sum(t is not None for t in tied_classes(probs, labels, result["label"].to_pylist())), result.num_rows)
+    warn_ties(sum(t is not None for t in tied_classes(probs, labels, result["label"].to_pylist())), result.num_rows,
+              f"their {PROBA_PREFIX}<label> columns show which")

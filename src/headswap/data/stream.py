@@ -171,19 +171,23 @@ def tied_classes(probs, labels: list, answers: list) -> list[list[str] | None]:
     """Per row of single-label probabilities: the classes tied for the top (within TIE) when the answer is one
     of two or more of them, else None. A tie's answer is the first tied class in label order (numpy's argmax,
     as scikit-learn's predict), which decides nothing: predict marks it rather than pass it off as a choice."""
-    out = []
-    for p, answer in zip(probs, answers):
-        top = float(max(p)) if len(p) else 0.0
-        tied = [str(lab) for lab, v in zip(labels, p) if top - float(v) <= TIE]
-        out.append(tied if len(tied) > 1 and answer in tied else None)
+    import numpy as np
+    probs = np.asarray(probs, dtype=np.float64)
+    if not probs.size:
+        return [None] * len(answers)
+    near = probs.max(axis=1, keepdims=True) - probs <= TIE     # one vectorised pass: a million rows stay cheap
+    out: list[list[str] | None] = [None] * len(answers)
+    for i in np.flatnonzero(near.sum(axis=1) > 1):
+        tied = [str(lab) for lab, on in zip(labels, near[i]) if on]
+        out[i] = tied if answers[i] in tied else None
     return out
 
 
-def warn_ties(ties: int, texts: int) -> None:
+def warn_ties(ties: int, texts: int, marked: str = 'those rows list the tied classes under "tied"') -> None:
     if ties:
         logger.warning("%d of %d texts are ties: their top classes' probabilities are equal (within %g), so the "
-                       "label given, the first tied class in label order, decides nothing; those rows list the tied "
-                       "classes under \"tied\"", ties, texts, TIE)
+                       "label given, the first tied class in label order, decides nothing; %s", ties, texts, TIE,
+                       marked)
 
 
 def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
