@@ -80,18 +80,21 @@ class Climb:
         if self.costs.probe(rung) is not None:
             return True
         guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
-        if self.spare() < guess:
-            self.skip(entry, f"not timed: {_dur(max(self.spare(), 0))} left to spend, and timing it takes about "
+        spare = self.spare()
+        # Loading the model and encoding the probe's texts cannot be cut short: a probe starts only where twice
+        # its guess is left to spend, and may take a quarter of it; one that does not finish in that is stopped
+        # between steps and says the rung is too dear.
+        if spare < 2 * guess:
+            self.skip(entry, f"not timed: {_dur(max(spare, 0))} left to spend, and timing it takes about "
                              f"{_dur(guess)}")
             return False
-        # A probe may take a quarter of what is left to spend, loading included: one that does not finish in that
-        # says the rung is too dear.
-        limit = self.spare() / 4
+        limit = spare / 4
         try:   # frozen rungs are timed with the loop-trained head: what their epochs cost
             probe = probe_static(rung, self.train, self.settings, time_limit=limit) if rung.strategy == "static" \
                 else probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4,
                                   time_limit=limit, load_guess=self.load_seen.get(rung.model, 0.0))
         except ProbeTooSlow as e:
+            self.probe_seconds[rung.model] = max(guess, spare - self.spare())    # the next probe's guess
             self.skip(entry, f"too slow for the {_dur(self.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
