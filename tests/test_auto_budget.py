@@ -206,3 +206,43 @@ def test_the_command_ends_within_its_budget(world, tmp_path):
     assert a["counted_from"] == "the start of the command"
     assert a["elapsed_seconds"] <= wall and a["elapsed_seconds"] <= budget * 1.05
     assert r.stdout.strip().splitlines()[-1].endswith("of budget 40 s")
+
+
+def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_figures(world, tmp_path, monkeypatch,
+                                                                                       caplog):
+    """The probes fit without validation data: they must not say that the run has none. results.md carries the
+    out-of-scope figures results.json has."""
+    _, enc, _, data = world
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
+        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
+        (folder / name).write_text(rows)
+    real = headswap.bench.climb.validation_f1
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
+    logs = []
+    with caplog.at_level("WARNING"):
+        results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                       log=logs.append, lr_search=False, more_epochs=False, out_of_scope="oos")
+    assert "no validation data" not in caplog.text + "\n".join(logs)
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "## Out of scope (reject option) on the test set" in md
+    for r in results["rows"]:
+        assert f"{r['out_of_scope']['oos_recall']:.3f}" in md and r["model_name"] in md
+
+
+def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog):
+    _, enc, _, _ = world
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("text,label\nwin cash now,spam\nsee you at lunch,ham\nfree prize call now,spam\n")
+    (data / "test.csv").write_text("text,label\nwin a prize,spam\nlunch today?,ham\n")
+    logs = []
+    with caplog.at_level("WARNING"):
+        results = auto(data, 10, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", log=logs.append,
+                       progress=False)
+    said = "validation holds 1 text, all of one class ('spam')"
+    assert any(line.startswith(said) for line in logs), logs
+    assert results["auto"]["warnings"][0].startswith(said)
+    assert f"**Warning:** {said}" in (tmp_path / "out" / "results.md").read_text()
+    assert "1 classes" not in caplog.text and "one class has two texts or more" in caplog.text
