@@ -19,6 +19,8 @@
    Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
+The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
+best so far and finish (headswap.bench.budget); a budget too small for the baseline alone is refused.
 5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
    "auto" entry), results.md and report.html say what ran, what was skipped and why.
 """
