@@ -100,7 +100,7 @@ def test_the_shipped_model_reloads_and_predicts_what_was_scored(full_run, world)
 def test_a_tight_budget_ships_the_baseline_and_says_why(world):
     root, enc, _, data = world
     logs = []
-    results = auto(data, 0.5, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
+    results = auto(data, 4, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
                    log=logs.append)
     base, *cands = results["auto"]["candidates"]
     assert base["winner"] and len(cands) == 4 and all(c["status"] == "skipped" for c in cands)
@@ -137,7 +137,7 @@ def test_no_validation_csv_holds_out_a_tenth_of_train(world, tmp_path):
     folder.mkdir()
     for name in ("train.csv", "test.csv"):
         (folder / name).write_text((data / name).read_text())
-    results = auto(folder, 0.5, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+    results = auto(folder, 4, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
                    log=lambda _: None)
     sizes = results["meta"]["data"]
     assert sizes["validation"]["used"] == 5 and sizes["train"]["used"] == 40
@@ -159,7 +159,7 @@ def test_bad_settings_are_refused_before_anything_runs(world, tmp_path):
 
 def test_cli(world, tmp_path, capsys):
     _, enc, _, data = world
-    rc = main(["auto", "--data", str(data), "--budget", "1s", "--model", enc, "--strategies", "encoder-mlp",
+    rc = main(["auto", "--data", str(data), "--budget", "5s", "--model", enc, "--strategies", "encoder-mlp",
                "--out", str(tmp_path / "out"), "-q"])
     assert rc == 0
     assert (tmp_path / "out" / "results.md").is_file()

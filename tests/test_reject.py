@@ -232,3 +232,35 @@ def test_an_exported_model_rejects_as_the_torch_one_does(fitted, tmp_path):
     assert exported.runtime_ == "onnx" and exported.reject_threshold_ == fitted.reject_threshold_
     assert exported.predict(VAL_TEXTS).tolist() == fitted.predict(VAL_TEXTS).tolist()
     assert "oos" in exported.predict(VAL_TEXTS).tolist()
+
+
+@pytest.mark.parametrize("flag, value", [("--reject-score", "energy"), ("--reject-target", "0.9"),
+                                         ("--reject-metric", "oos_recall")])
+@pytest.mark.parametrize("command", ["train", "bench", "auto"])
+def test_a_reject_setting_without_out_of_scope_is_refused_before_any_work(enc, tmp_path, monkeypatch, command, flag,
+                                                                          value):
+    """Without --out-of-scope there is no threshold: each reject setting is refused alike, in one line, before
+    training starts (the entry points are patched to fail the test if reached)."""
+    import headswap.bench.auto
+    import headswap.bench.run
+    from cli_run import invoke
+
+    def started(*a, **kw):
+        raise AssertionError(f"{command} {flag} {value} without --out-of-scope started the work")
+
+    for target, name in ((TextClassifier, "fit"), (headswap.bench.run, "run_bench"), (headswap.bench.auto, "auto")):
+        monkeypatch.setattr(target, name, started)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "test"):
+        _csv(data / f"{split}.csv", TEXTS, LABELS)
+    argv = {"train": ["train", "--data", str(data / "train.csv")], "bench": ["bench", "--data", str(data)],
+            "auto": ["auto", "--data", str(data), "--budget", "1m"]}[command]
+    rc, _, err = invoke(argv + ["--model", str(enc), "--out", str(tmp_path / "out"), flag, value, "-q"])
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert flag in lines[0] and "--out-of-scope" in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()
+    # the same values given with the default are no change, and pass this check
+    with pytest.raises(AssertionError, match="started the work"):
+        invoke(argv + ["--model", str(enc), "--out", str(tmp_path / "out"), "-q"])

@@ -179,7 +179,7 @@ def check_config(path: Path, config: dict) -> None:
         check(f"params.{key}", params.get(key, _MISSING), lambda v: v is not _MISSING,
               "set (it decides what is built)")
     try:
-        settings.check({k: v for k, v in params.items() if k in settings.defaults()})
+        settings.check({k: v for k, v in params.items() if k in settings.defaults()}, saved=True)
     except ConfigError as e:
         raise HeadswapError(f"{where} is corrupt (params): {e}") from None
     check("params.model", params["model"], lambda v: isinstance(v, str) and v, "a model reference")

@@ -24,6 +24,7 @@ BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-
 MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
 CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
+REJECT_SETTINGS = ("reject_score", "reject_metric", "reject_target")   # what only out_of_scope gives a use
 REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
 HEAD_FITS = ("loop", "logistic")     # headswap.train.logistic fits the second
 # What the reject threshold is on (headswap.oos_scores.SCORES, which keys on these names), or auto.
@@ -206,8 +207,9 @@ def bound_problem(f, value) -> str | None:
     return None
 
 
-def check(values: dict[str, Any]) -> None:
-    """Raise ConfigError naming the first setting whose value is out of range or not among its choices."""
+def check(values: dict[str, Any], saved: bool = False) -> None:
+    """Raise ConfigError naming the first setting whose value is out of range or not among its choices, or that
+    has no effect as set (a reject setting without out_of_scope). saved: the settings of a saved model."""
     for f in all_fields():
         if f.name not in values:
             continue
@@ -231,9 +233,14 @@ def check(values: dict[str, Any]) -> None:
             problem = bound_problem(f, value)
             if problem:
                 raise ConfigError(f"{f.name}: {problem}")
-    if values.get("reject_score") not in (None, "auto") and values.get("out_of_scope") is None:
-        raise ConfigError(f"reject_score {values['reject_score']!r} is what the out-of-scope threshold is on; set "
-                          f"out_of_scope (the label of texts that fit no class) to use it")
+    if values.get("out_of_scope") is None:
+        # The reject settings mean nothing without an out-of-scope label: refused rather than ignored while a full
+        # training run goes ahead. A saved model is checked for reject_score only (the others were once accepted).
+        given = {f.name: f for f in all_fields() if f.name in (("reject_score",) if saved else REJECT_SETTINGS)
+                 and values.get(f.name) not in (None, f.default)}
+        for name, f in given.items():
+            raise ConfigError(f"{name} {values[name]!r} ({flag_of(f)}) sets the out-of-scope threshold; set "
+                              f"out_of_scope (--out-of-scope, the label of texts that fit no class) to use it")
     stride, window = values.get("chunk_stride"), values.get("max_length", ModelSettings.max_length)
     if stride is not None and window is not None and stride >= window:
         raise ConfigError(f"chunk_stride {stride} must be below max_length {window} (the window): consecutive "

@@ -19,6 +19,8 @@
    Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
+The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
+best so far and finish (headswap.bench.budget); a budget too small for the baseline alone is refused.
 5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
    "auto" entry), results.md and report.html say what ran, what was skipped and why.
 """
@@ -37,6 +39,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap import model_dir
+from headswap.bench.auto_report import render_markdown
+from headswap.bench.budget import check_budget, end_line, finish_seconds, warm_up_charts
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -142,12 +146,14 @@ def default_models() -> tuple[str, ...]:
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True,
-         clock: Callable[[], float] = time.perf_counter, **settings) -> dict:
+         clock: Callable[[], float] = time.perf_counter, started: float | None = None, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
     what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
-    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed).
+    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed). started: when the budget
+    began, on `clock` (the CLI passes its process's start); None: now. A budget too small for the TF-IDF baseline
+    is refused (ConfigError) before anything is written.
     """
     from headswap import __version__
     from headswap.atomic import write_text
@@ -164,7 +170,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
-    started = clock()
+    from_start = started is not None
+    started = clock() if started is None else started
     if not budget_seconds or budget_seconds <= 0:
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
     if quantize not in QUANTIZE:
@@ -188,6 +195,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     ladder, skipped = plan_ladder({m: s.kind for m, s in specs.items()}, names, settings["epochs"], full["regime"],
                                   full["head"], chunking=full.get("chunk_stride") is not None)
     train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"])
+    n_classes = len(set(train.labels))
+    check_budget(budget_seconds, clock() - started, len(train), len(validation), len(test), n_classes)
+    warm_up_charts()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -202,11 +212,15 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
                      "more_epochs": more_epochs,
                      "settings": dict(settings)}}
-    summary = {"budget_seconds": budget_seconds, "candidates": candidates}
+    summary = {"budget_seconds": budget_seconds, "candidates": candidates, "warnings": _data_warnings(validation,
+                                                                                                    full)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
-        f"{_fmt_duration(budget_seconds)}; a ladder of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
+        f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
+        f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
+    for line in filter(None, [end_line(budget_seconds, clock() - started), *summary["warnings"]]):
+        log(line)
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
@@ -220,26 +234,29 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 2. The ladder, cheap to dear, within the budget (headswap.bench.climb); frozen rungs of one model share one
     # encoding pass. 3. With budget left: more epochs for the best fine-tuned rung, then its learning rate.
-    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=len(set(train.labels)))
-    climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
+    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes)
+    climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
+                  finish=finish_seconds(len(test)))
     with feature_cache():
         climb.run_all(ladder)
     if more_epochs:
         climb.extend(share=0.5 if lr_search else 1.0)
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
-    climb = None
+    climb.best = None
     trained = [c for c in candidates[1:] if c.get("status") == "ran" and c["plan"].fine_tuning]
     if lr_search and trained and not any(c.get("time_bounded") for c in trained):
         top = max(trained, key=lambda c: c["validation_macro_f1"])
-        for clf, entry in _lr_search(top, settings, train, validation, left, log):
+        for clf, entry in _lr_search(top, settings, train, validation, climb, log):
             candidates.append(entry)
             if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"] + LR_MARGIN:
                 best, best_entry = clf, entry
+                climb.best_reserve = costs.reserve(top["plan"])
             clf = None
             gc.collect()
     elif lr_search and trained:
         log("  learning-rate search: not tried, the budget went to a time-bounded run")
+    climb = None
     for c in candidates:
         c.pop("plan", None)
 
@@ -250,12 +267,15 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
     log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
         f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
-    from headswap.api import load_model
     target, not_exported = _ship(best, out, quantize, log)
     summary.update(model_dir=str(target), exported=not_exported is None)
     if not_exported:
         summary["not_exported_because"] = not_exported
-    shipped = load_model(target, progress=False) if best is not baseline else baseline
+    if best is baseline:       # (headswap.api is not imported for it: 4 s on 2 loaded cores)
+        shipped = baseline
+    else:
+        from headswap.api import load_model
+        shipped = load_model(target, progress=False)
     del best
     gc.collect()
     for clf, entry, is_baseline in ((baseline, candidates[0], True), (shipped, best_entry, False)):
@@ -284,17 +304,36 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         results["rows"].append(row)
         log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
-    summary["elapsed_seconds"] = meta["elapsed_seconds"] = clock() - started
-    summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
-    write_json(results, out / "results.json")
-    write_text(out / "results.md", render_markdown(results))
+
+    def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
+        summary["elapsed_seconds"] = meta["elapsed_seconds"] = clock() - started
+        summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
+        write_json(results, out / "results.json")
+        write_text(out / "results.md", render_markdown(results))
+
+    summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
+    write_results()
     try:
         from headswap.bench.html_report import write_html
         write_html(results, out / "report.html", title="headswap auto")
     except ImportError:
         pass
-    log(f"wrote {target} and the report ({out / 'results.md'}) in {_fmt_duration(summary['elapsed_seconds'])}")
+    write_results()
+    log(f"wrote {target} and the report ({out / 'results.md'}); used {_fmt_duration(summary['elapsed_seconds'])} "
+        f"of budget {_fmt_duration(budget_seconds)}")
     return results
+
+
+def _data_warnings(validation, settings: dict) -> list[str]:
+    """What makes the winner's choice weak, said plainly: validation texts of one class."""
+    classes = sorted(set(validation.labels) - {settings.get("out_of_scope")})
+    if len(classes) > 1:
+        return []
+    n = len(validation)
+    return [f"validation holds {n} text{'s' if n != 1 else ''}, all of one class ({classes[0]!r}"
+            + (f" besides out-of-scope {settings['out_of_scope']!r}" if n > validation.labels.count(classes[0]) else "")
+            + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, so the "
+              "winner is picked on little; give a validation.csv with texts of every class"]
 
 
 def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
@@ -304,10 +343,11 @@ def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
     return (above[0] if above else None), (below[-1] if below else None)
 
 
-def _lr_search(top: dict, settings: dict, train, validation, left, log):
+def _lr_search(top: dict, settings: dict, train, validation, climb, log):
     """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
     down the grid, then on in the direction that beat `top`, while it keeps improving by more than LR_MARGIN and
-    `top`'s measured time fits what is left of the budget. A rate the user set is not searched."""
+    `top`'s measured time fits the room the climb leaves it (its reserve and the finish kept), each try
+    time-bounded to that room. A rate the user set is not searched."""
     from headswap.bench.climb import train_one
     from headswap.bench.report import _fmt_duration
     from headswap.settings import default_body_lr, defaults
@@ -328,15 +368,17 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
         entry = {"model": p.model, "model_name": top["model_name"], "strategy": p.strategy, "regime": p.regime,
                  "tuned": {name: rate}, "estimated_seconds": top["seconds"],
                  "reason": f"learning-rate search: {name} {rate:g} (the candidate ran at {base:g})"}
-        if top["seconds"] > left():
+        room = climb.room(p)
+        if top["seconds"] > room:
             entry.update(status="skipped", reason=entry["reason"] + f"; needs about {_fmt_duration(top['seconds'])}, "
-                                                                   f"{_fmt_duration(max(left(), 0))} left")
+                                                                   f"{_fmt_duration(max(room, 0))} left")
             log(f"  skip {name} {rate:g}: {entry['reason']}")
             yield None, entry
             return
-        log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(left())} left)")
+        log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(room)} left)")
         tries += 1
-        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs}, entry, train, validation, log)
+        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs,
+                            "time_limit": max(room - climb.costs.load_seconds(p), 1.0)}, entry, train, validation, log)
         yield clf, entry
         if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
             best_f1 = entry["validation_macro_f1"]
@@ -344,37 +386,3 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
             step = lr_neighbours(rate)[0 if direction > 0 else 1]
             if step is not None and all(r != step for r, _ in queue):
                 queue.append((step, direction))
-
-
-def render_markdown(results: dict) -> str:
-    """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
-    from headswap.bench.html_report import rung_note
-    from headswap.bench.report import _cell, _fmt_duration, _num
-
-    a = results["auto"]
-    lines = ["# headswap auto", "", f"Budget {_fmt_duration(a['budget_seconds'])}, used "
-             f"{_fmt_duration(a.get('elapsed_seconds', 0))}. Winner on validation: **{a['winner']['model_name']} · "
-             f"{a['winner']['strategy']} · {a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
-             + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", "",
-             f"Budget used: {a.get('budget_used', 0):.0%}.", "", "## The ladder", "",
-             "Cheap to dear: the baseline, static, heads on frozen features, fine-tuning, causal models last.", "",
-             "| tier | model | strategy | regime | rung | status | estimated | took | validation macro F1 | notes |",
-             "|---|---|---|---|---|---|---:|---:|---:|---|"]
-    for c in a["candidates"]:
-        name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
-        lines.append("| " + " | ".join(_cell(v) for v in (
-            c.get("tier", "–"), name, c["strategy"], c["regime"], c.get("rung") or "–", c.get("status", "–"),
-            _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
-            _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
-            _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
-    lines += ["", "## Test set (scored once, after the choice)", "",
-              "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
-    for r in results["rows"]:
-        lines.append(f"| {_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
-                     f"{r.get('runtime') or '–'} | {r['macro_f1']:.4f} | {r['accuracy']:.4f} | "
-                     f"{r['texts_per_second']:.0f} |")
-    if results.get("skipped"):
-        lines += ["", "## Combinations not tried", ""]
-        lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
-    return "\n".join(lines) + "\n"
-

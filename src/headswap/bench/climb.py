@@ -46,23 +46,32 @@ class Climb:
     """Runs rungs, keeps the best classifier on validation macro F1 (ties: the earlier, cheaper one)."""
 
     def __init__(self, settings: dict, train, validation, costs: Costs, budget: float, left: Callable[[], float],
-                 log: Callable[[str], None], best, best_entry: dict):
+                 log: Callable[[str], None], best, best_entry: dict, finish: float = 0.0):
         self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
         self.budget, self.left, self.log = budget, left, log
         self.best, self.best_entry = best, best_entry
+        # Kept free to the end, whatever runs: `finish` (the report, the exit: headswap.bench.budget) and what
+        # shipping the best so far takes (best_reserve), so that a rung or probe that does not win costs no overrun.
+        self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
         self.lead: dict | None = None
         self.dear: list[Rung] = []
         self.probe_seconds: dict[str, float] = {}
+        self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
 
     # ---- one rung -----------------------------------------------------------------------------------
     def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
         entry.update(status=status, reason=reason)
         self.log(f"  skip {label(entry)}: {reason}")
 
+    def spare(self) -> float:
+        """Seconds that may go to something that might not win (a probe): what is left, less the finish, the room
+        to ship the best so far and the final margin."""
+        return self.left() - self.finish - self.best_reserve - FINAL_MARGIN * self.budget
+
     def room(self, rung: Rung) -> float:
-        """Seconds this rung may take: what is left, less its reserve and the final margin."""
-        return self.left() - self.costs.reserve(rung) - FINAL_MARGIN * self.budget
+        """Seconds this rung may take: spare(), less what shipping it would take beyond shipping the best so far."""
+        return self.spare() - max(self.costs.reserve(rung) - self.best_reserve, 0.0)
 
     def probe(self, rung: Rung, entry: dict) -> bool:
         from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
@@ -71,16 +80,25 @@ class Climb:
         if self.costs.probe(rung) is not None:
             return True
         guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
-        if self.left() - FINAL_MARGIN * self.budget < guess:
-            self.skip(entry, f"not timed: {_dur(self.left())} left, and timing it takes about {_dur(guess)}")
+        spare = self.spare()
+        # Loading the model and encoding the probe's texts cannot be cut short: a probe starts only where twice
+        # its guess is left to spend, and may take a quarter of it; one that does not finish in that is stopped
+        # between steps and says the rung is too dear.
+        if spare < 2 * guess:
+            self.skip(entry, f"not timed: {_dur(max(spare, 0))} left to spend, and timing it takes about "
+                             f"{_dur(guess)}")
             return False
-        # A probe may take a quarter of what is left: one that does not finish in that says the rung is too dear.
-        limit = max(1.0, (self.left() - FINAL_MARGIN * self.budget) / 4)
-        try:   # frozen rungs are timed with the loop-trained head: what their epochs cost
-            probe = probe_static(rung, self.train, self.settings) if rung.strategy == "static" else \
-                probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4,
-                             time_limit=limit)
+        limit = spare / 4
+        # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
+        # cost is encoding its texts (256 of them at four batches: 15 s of a 60 s budget on 2 loaded cores), and a
+        # step on cached features costs next to nothing.
+        batches = 1 if rung.regime == "head-only" else 4
+        try:
+            probe = probe_static(rung, self.train, self.settings, time_limit=limit) if rung.strategy == "static" \
+                else probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"},
+                                  batches=batches, time_limit=limit, load_guess=self.load_seen.get(rung.model, 0.0))
         except ProbeTooSlow as e:
+            self.probe_seconds[rung.model] = max(guess, spare - self.spare())    # the next probe's guess
             self.skip(entry, f"too slow for the {_dur(self.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
@@ -89,6 +107,7 @@ class Climb:
             return False
         self.costs.probes[rung.cost_key] = probe
         self.probe_seconds[rung.model] = probe["probe_seconds"]
+        self.load_seen[rung.model] = probe["load_seconds"] - probe.get("distill_seconds", 0.0)
         gc.collect()
         return True
 
@@ -100,7 +119,7 @@ class Climb:
         ready = []
         for rung in cheap:
             entry = entry_for(rung)
-            if self.left() > FINAL_MARGIN * self.budget and self.probe(rung, entry):
+            if self.spare() > 0 and self.probe(rung, entry):
                 ready.append((self.costs.estimate(rung), rung))
             else:
                 self.entries.append(entry)
@@ -120,7 +139,7 @@ class Climb:
         self.entries.append(entry)
         if self.lead is not None:
             return self.skip(entry, f"not run: the budget left went to {label(self.lead)}, time-bounded")
-        if self.left() <= FINAL_MARGIN * self.budget:
+        if self.spare() <= 0:
             return self.skip(entry, "the budget was spent before this rung")
         if not self.probe(rung, entry):
             return
@@ -177,6 +196,7 @@ class Climb:
                 self.costs.encoded.add((rung.model, rung.strategy))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
+                self.best_reserve = self.costs.reserve(rung)
         clf = None
         gc.collect()
 

@@ -151,22 +151,32 @@ class ProbeTooSlow(Exception):
 
 
 def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: int = 1,
-                 time_limit: float | None = None) -> dict:
+                 time_limit: float | None = None, load_guess: float = 0.0) -> dict:
     """Time training and inference on a small stratified sample of the training data: the basis of the row's
     time estimate. A trained row's probe runs two epochs of `batches` batches each (one batch of all the sample's
     texts when batches is 1, as bench does): the second gives the steady per-batch time (the first batches, warm-up
     included, are not counted), the first minus the second the one-off start-up cost. Inference is timed over up
-    to 64 texts after a two-text warm-up."""
+    to 64 texts after a two-text warm-up.
+
+    time_limit bounds the whole probe, loading included: the training loop gets what is left of it after
+    `load_guess` (the model's load time, when an earlier probe measured it) and a share for inference, and
+    ProbeTooSlow is raised as soon as the limit is passed, before the next step starts."""
+    from headswap.settings import REJECT_SETTINGS
+
     batch_size = settings.get("batch_size", defaults()["batch_size"])
     classes = len(set(train.labels))
     n = min(len(train), max(batch_size * batches, classes if batches == 1 else min(classes, 2 * batch_size * batches)))
     sample = stratified_subset(train, n, settings.get("seed", 0))
+    # The sample has no validation texts: an out-of-scope threshold would have nothing to tune on (and would say so
+    # once per probe), and its statistics are a small part of the cost.
+    settings = {**settings, "out_of_scope": None, **{k: defaults()[k] for k in REJECT_SETTINGS}}
     per_epoch = batches
     t0 = time.perf_counter()
+    loop_limit = None if time_limit is None else max(0.8 * (time_limit - load_guess), 0.05)
     clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
-                      batch_size=len(sample) if batches == 1 else batch_size, time_limit=time_limit)
+                      batch_size=len(sample) if batches == 1 else batch_size, time_limit=loop_limit)
     clf.fit(sample.texts, sample.labels)
-    if p.epochs and (len(clf.history_) < 2 or clf.stopped_):
+    if p.epochs and (len(clf.history_) < 2 or clf.stopped_) or _over(t0, time_limit):
         raise ProbeTooSlow(f"timing {2 * per_epoch} training batches took over {time_limit:.0f} s")
     batch_s = startup_s = None
     if p.epochs:
@@ -178,7 +188,11 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     # per class (cross-encoder: 151 passes each on CLINC150).
     passes = clf.strategy_.passes_per_text(len(clf.labels_)).split()[0]
     texts = sample.texts[:max(4, 64 // int(passes))] if passes.isdigit() else sample.texts[:64]
+    t1 = time.perf_counter()
     clf.predict_proba(texts[:2])
+    if time_limit is not None:       # as many texts as the limit leaves room for, by the warm-up's pace
+        each = (time.perf_counter() - t1) / 2
+        texts = texts[:max(2, min(len(texts), int((t0 + time_limit - time.perf_counter()) / max(each, 1e-6))))]
     t1 = time.perf_counter()
     clf.predict_proba(texts)
     infer = time.perf_counter() - t1
@@ -197,10 +211,15 @@ STATIC_TRAIN_TEXTS_PER_SECOND = 55.0
 STATIC_TEXTS_PER_SECOND = 5000.0          # and predicts faster (6,400/s on one loaded core, BENCHMARKS.md)
 
 
-def probe_static(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
+def _over(t0: float, limit: float | None) -> bool:
+    return limit is not None and time.perf_counter() - t0 > limit
+
+
+def probe_static(p: PlannedRow, train: LabelledData, settings: dict, time_limit: float | None = None) -> dict:
     """probe_timing's figures for strategy static without distilling anything: its cost is the distillation
     (every vocabulary token through the encoder once, unless the table for this vocabulary is cached), timed on
-    256 single-token inputs as model2vec runs them, plus training at a fixed rate."""
+    256 single-token inputs as model2vec runs them, plus training at a fixed rate. ProbeTooSlow when loading the
+    model alone took over time_limit."""
     import torch
 
     from headswap.models import load_model, resolve_model
@@ -216,6 +235,8 @@ def probe_static(p: PlannedRow, train: LabelledData, settings: dict) -> dict:
     finally:
         hf_logging.enable_progress_bar()
     load = time.perf_counter() - t0
+    if _over(t0, time_limit):
+        raise ProbeTooSlow(f"loading the model took {load:.0f} s, over {time_limit:.0f} s")
     vocabulary = training_vocabulary(tokenizer, train.texts, settings.get("static_vocab_min_count",
                                                                           defaults()["static_vocab_min_count"]))
     cached = (cache_dir(model, table_name(model), vocabulary) / "model.safetensors").is_file()

@@ -28,7 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder with train.csv and test.csv (columns text,label), optionally validation.csv (without "
                    "it a stratified tenth of train.csv is held out to choose on)")
     p.add_argument("--budget", required=True, type=duration, metavar="TIME",
-                   help="wall-clock budget for the whole run: 20m, 1h30m, 90s (a bare number is minutes)")
+                   help="wall-clock budget for the whole command, counted from its start and including shipping the "
+                   "winner: 20m, 1h30m, 90s (a bare number is minutes); one too small for the TF-IDF baseline is "
+                   "refused with the least that fits")
     p.add_argument("--model", nargs="+", metavar="M", dest="models",
                    help=f"built-in names, model folders or .gguf files (default: {' '.join(DEFAULT_MODELS)}, and "
                    "mpnet and gemma3-270m when installed; each is timed and runs only if it fits the budget)")
@@ -59,6 +61,6 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
-             lr_search=args.lr_search, more_epochs=args.more_epochs,
+             lr_search=args.lr_search, more_epochs=args.more_epochs, started=getattr(args, "started", None),
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from headswap import settings
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, check_output_dir
 from headswap.cli.options import int_at_least, settings_from
 
@@ -45,6 +46,7 @@ def check_arguments(args, command: str) -> None:
     from headswap.errors import DataError
 
     parse_strategies(args.strategies)
+    settings.check(settings_from(args, skip=NOT_SETTINGS))     # before the work, which would refuse them later
     check_output_dir("--out", args.out)
     check_descriptions(args.descriptions)
     check_class_weight(args.class_weight)

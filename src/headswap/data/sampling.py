@@ -85,7 +85,9 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
         # Keeping every class on both sides costs one held-out text per class: with many classes and few
         # texts each, that is no longer the share asked for.
         what = (f"{data.source}: holding out {test_size:.0%} for validation with every class on both sides "
-                f"takes {len(test_set)} of {len(data)} texts ({share:.0%}; {n_classes} classes)")
+                f"takes {len(test_set)} of {len(data)} texts ({share:.0%}; "
+                + (f"{n_classes} classes)" if n_classes > 1 else "one class has two texts or more: validation "
+                   "holds that class alone)"))
         if share >= 0.5:
             raise DataError(f"{what}; pass validation data (--eval-data) or --eval-fraction 0 to train "
                             f"without validation")

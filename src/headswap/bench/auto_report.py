@@ -1,0 +1,44 @@
+"""`headswap auto`'s results.md: the budget and the wall time it took, what ran, what was skipped and why, the
+winner, its and the baseline's test scores, and their out-of-scope figures when the run had an out-of-scope label."""
+
+from __future__ import annotations
+
+
+def render_markdown(results: dict) -> str:
+    """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
+    from headswap.bench.html_report import rung_note
+    from headswap.bench.report import _cell, _fmt_duration, _num, oos_table
+
+    a = results["auto"]
+    used = a.get("elapsed_seconds", 0)
+    lines = ["# headswap auto", "",
+             f"Budget {_fmt_duration(a['budget_seconds'])}: used {_fmt_duration(used)} of it "
+             f"({a.get('budget_used', 0):.0%}), wall time counted from {a.get('counted_from', 'the start')}. "
+             f"Winner on validation: **{a['winner']['model_name']} · {a['winner']['strategy']} · "
+             f"{a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
+             + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", ""]
+    lines += [f"**Warning:** {w}" for w in a.get("warnings") or []] + ([""] if a.get("warnings") else [])
+    lines += ["## The ladder", "",
+              "Cheap to dear: the baseline, static, heads on frozen features, fine-tuning, causal models last.", "",
+              "| tier | model | strategy | regime | rung | status | estimated | took | validation macro F1 | notes |",
+              "|---|---|---|---|---|---|---:|---:|---:|---|"]
+    for c in a["candidates"]:
+        name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
+        lines.append("| " + " | ".join(_cell(v) for v in (
+            c.get("tier", "–"), name, c["strategy"], c["regime"], c.get("rung") or "–", c.get("status", "–"),
+            _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
+            _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
+            _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
+    lines += ["", "## Test set (scored once, after the choice)", "",
+              "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
+    for r in results["rows"]:
+        lines.append(f"| {_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
+                     f"{r.get('runtime') or '–'} | {r['macro_f1']:.4f} | {r['accuracy']:.4f} | "
+                     f"{r['texts_per_second']:.0f} |")
+    oos = oos_table(results["rows"])
+    if oos:
+        lines += [""] + oos[:-1]
+    if results.get("skipped"):
+        lines += ["", "## Combinations not tried", ""]
+        lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,114 @@
+"""`headswap auto`'s budget as the user waits it: wall time from the start of the process, not of auto().
+
+The command spends seconds before auto() runs (Python, then torch and transformers: 3 s idle, 8-11 s on 2 loaded
+cores) and after its last rung (shipping the winner, scoring test, the report, the interpreter's exit). The clock
+therefore starts at the process's start (process_age), every step is bounded by what is left after keeping room
+for those last steps (finish_seconds), and a budget too small for the TF-IDF baseline alone is refused before
+anything is written (check_budget). Imports no torch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import math
+import os
+import time
+
+from headswap.errors import ConfigError
+
+# The report after the last rung: results.json, results.md and report.html with its charts, drawn warm (the
+# charts' first draw, matplotlib's import and font set-up, is done early by warm_up_charts): 0.6-0.9 s for a
+# two-row run on 2 loaded cores.
+REPORT_SECONDS = 1.5
+# The interpreter's exit after the last line: 1.4-2.9 s with torch loaded, 0.06-0.5 s once the CLI freezes the
+# objects left (gc.freeze: the final collection then skips them), on 2 idle to loaded cores.
+EXIT_SECONDS = 0.5
+# The TF-IDF baseline, fitted and scored, per text: a lower bound on 2 idle cores (SMS spam 3,000 texts: 0.15 ms a
+# training text; emotion, 6 classes: ~1 ms; CLINC150, 150 classes: ~2.4 ms; scoring ~0.1 ms a text, all measured
+# at a load of 4.5 and halved). A floor, not an estimate: a budget under it is refused, one over it is tried.
+TFIDF_FIT_SECONDS = 1.5e-4
+TFIDF_FIT_SECONDS_PER_CLASS = 1e-5
+TFIDF_SCORE_SECONDS = 1e-4
+SAVE_SECONDS = 0.2            # saving the TF-IDF folder (0.02 s for 300 texts, 1.2 s for 16,000 on loaded cores)
+DAY = 86400.0
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux's /proc to the clock tick; psutil elsewhere; 0 when neither
+    can tell)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])      # starttime: ticks after boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import psutil
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:       # no psutil, or a platform it cannot read: count from now
+        return 0.0
+
+
+def finish_seconds(n_test: int) -> float:
+    """What the end of the run takes whatever wins, besides shipping the winner (Costs.reserve): scoring the
+    baseline on test, the report, the exit."""
+    return n_test * TFIDF_SCORE_SECONDS + REPORT_SECONDS + EXIT_SECONDS
+
+
+def baseline_seconds(n_train: int, n_validation: int, n_test: int, n_classes: int) -> float:
+    """The least the TF-IDF baseline takes to fit, validate, save and score on test, by data size."""
+    fit = n_train * (TFIDF_FIT_SECONDS + TFIDF_FIT_SECONDS_PER_CLASS * n_classes)
+    return fit + n_validation * TFIDF_SCORE_SECONDS + SAVE_SECONDS + finish_seconds(n_test)
+
+
+def fmt_seconds(seconds: float) -> str:
+    """A duration as the --budget flag takes it back: '7s', '3m20s', '2h5m'."""
+    seconds = math.ceil(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (s, "s")) if v) or "0s"
+
+
+def check_budget(budget: float, spent: float, n_train: int, n_validation: int, n_test: int, n_classes: int) -> None:
+    """Refuse a budget that cannot hold what was spent starting up plus the TF-IDF baseline, in one line that
+    says the least budget that can."""
+    need = spent + baseline_seconds(n_train, n_validation, n_test, n_classes)
+    if budget < need:
+        raise ConfigError(f"budget {_plain(budget)} is less than the TF-IDF baseline alone needs here: "
+                          f"{_plain(spent)} already spent starting up, and about "
+                          f"{_plain(need - spent)} to train, score and save it on {n_train} training texts; "
+                          f"give --budget {fmt_seconds(need * 1.2 + 1)} or more")
+
+
+def end_line(budget: float, spent: float) -> str | None:
+    """For a budget over a day, the line that says when it ends (local time); None for shorter ones."""
+    if budget <= DAY:
+        return None
+    try:
+        end = datetime.datetime.now().astimezone() + datetime.timedelta(seconds=budget - spent)
+        when = end.strftime("%Y-%m-%d %H:%M %Z").strip()
+    except OverflowError:
+        when = "after the year 9999"
+    return f"a budget of {budget / DAY:,.1f} days: it ends {when} (a bare number is minutes: --budget 90 is 90 min)"
+
+
+def _plain(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    from headswap.bench.report import _fmt_duration
+    return _fmt_duration(seconds)
+
+
+def warm_up_charts() -> None:
+    """Draw one throwaway chart now: matplotlib's import and font set-up (3-4.5 s on 2 loaded cores) then count as
+    start-up, measured, and the report at the end is drawn warm (REPORT_SECONDS)."""
+    try:
+        from headswap.plots import _figure
+        fig = _figure(1, 1)
+        fig.add_subplot().plot([0, 1], [0, 1])
+        fig.savefig(io.BytesIO(), format="png")
+    except Exception:       # no matplotlib: the report goes without charts, as it would anyway
+        pass

@@ -1,0 +1,248 @@
+"""auto's budget is a wall-clock promise for the whole command: counted from the process's start, every probe
+bounded by what is left after the room to ship and finish, a budget too small for the baseline refused, the wall
+time the user waited reported. Most tests run on a fake clock; one runs the real CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
+
+import headswap.bench.climb
+import headswap.bench.measure
+from cli_run import invoke
+from headswap.bench.auto import auto
+from headswap.bench.budget import baseline_seconds, end_line, process_age
+from headswap.bench.climb import Climb, entry_for
+from headswap.bench.ladder import PROBE_GUESS, Costs, plan_ladder
+from headswap.bench.measure import ProbeTooSlow, probe_timing
+from headswap.data.load import from_lists
+from headswap.errors import ConfigError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TEXTS = [f"free prize win cash {i}" for i in range(30)] + [f"see you at lunch today {i}" for i in range(30)]
+LABELS = ["spam"] * 30 + ["ham"] * 30
+# Wall time the subprocess test allows past budget + 10%: Python and torch start in 3 s on this machine idle, and
+# a loaded CI runner stretches what cannot be cut short (loading a model, the exit) by seconds.
+LOADED_CI_TOLERANCE = 5.0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _climb(enc, clock, budget, finish=2.0):
+    data = from_lists(TEXTS, LABELS)
+    rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1, regime="full")
+    start = clock()
+    costs = Costs(len(data), 10, 10, 16)
+    base = {"status": "ran", "validation_macro_f1": 0.5}
+    climb = Climb({"progress": False}, data, data, costs, budget, lambda: budget - (clock() - start),
+                  lambda _: None, None, base, finish=finish)
+    return climb, rungs[0]
+
+
+def test_a_probe_that_could_overrun_what_is_left_is_not_started(world, monkeypatch):
+    _, enc, _, _ = world
+    clock = FakeClock()
+    calls = []
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", lambda *a, **kw: calls.append(kw) or 1 / 0)
+    guess = PROBE_GUESS["encoder"]
+    climb, rung = _climb(enc, clock, budget=100.0)
+    clock.now += 100.0 - 2 * guess - 2.0          # spare: just under twice the guess, after finish and margin
+    entry = entry_for(rung)
+    assert climb.spare() < 2 * guess
+    assert climb.probe(rung, entry) is False
+    assert calls == [] and entry["status"] == "skipped" and entry["reason"].startswith("not timed:"), entry
+
+
+def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeypatch):
+    """On the fake clock the probe takes its whole limit and is too slow: the time it took stays within what was
+    left, and it becomes the guess for that model's next probe."""
+    _, enc, _, _ = world
+    clock = FakeClock()
+    seen = []
+
+    def probe(rung, train, settings, batches=1, time_limit=None, load_guess=0.0):
+        seen.append(time_limit)
+        clock.now += time_limit
+        raise ProbeTooSlow(f"timing 8 training batches took over {time_limit:.0f} s")
+
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    climb, rung = _climb(enc, clock, budget=200.0, finish=5.0)
+    climb.best_reserve = 7.0                 # shipping the best so far stays possible whatever the probe does
+    spare = climb.spare()
+    assert spare == pytest.approx(200.0 - 5.0 - 7.0 - headswap.bench.climb.FINAL_MARGIN * 200.0)
+    entry = entry_for(rung)
+    assert climb.probe(rung, entry) is False
+    assert seen == [pytest.approx(spare / 4)]
+    assert entry["status"] == "skipped" and entry["reason"].startswith("too slow for the")
+    assert climb.left() >= 5.0 + 7.0
+    assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], spare / 4))
+
+
+def test_a_probe_past_its_limit_is_cut_between_steps(world, monkeypatch):
+    """The training loop and the probe read a clock that moves 0.5 s a reading: a 3 s probe of 8 training batches
+    stops after a few of them and times no inference."""
+    import types
+
+    import headswap.train.loop
+    from headswap.api import TextClassifier
+    from headswap.bench.ladder import Rung
+    _, enc, _, _ = world
+    readings = iter(range(10 ** 7))
+    fake = types.SimpleNamespace(perf_counter=lambda: next(readings) / 2)
+    monkeypatch.setattr(headswap.train.loop, "time", fake)
+    monkeypatch.setattr(headswap.bench.measure, "time", fake)
+    steps, predicted = [], []
+    real_loss = headswap.train.loop._loss
+    monkeypatch.setattr(headswap.train.loop, "_loss", lambda *a, **kw: steps.append(1) or real_loss(*a, **kw))
+    monkeypatch.setattr(TextClassifier, "predict_proba", lambda *a, **kw: predicted.append(1))
+    rung = Rung(enc, "encoder", "encoder-mlp", "full", 1)
+    with pytest.raises(ProbeTooSlow, match="took over"):
+        probe_timing(rung, from_lists(TEXTS, LABELS), {"progress": False, "batch_size": 4}, batches=4,
+                     time_limit=3.0)
+    assert 0 < len(steps) < 8 and predicted == []
+
+
+def test_an_overrunning_probe_keeps_the_run_within_its_budget(world, tmp_path, monkeypatch):
+    """Every probe takes its limit and more (loading cannot be cut), on the fake clock: the run still ends in
+    budget, shipping the baseline, and every rung says why it did not run."""
+    _, enc, _, data = world
+    clock = FakeClock()
+
+    def probe(rung, train, settings, batches=1, time_limit=None, load_guess=0.0):
+        clock.now += time_limit * 1.5
+        raise ProbeTooSlow(f"timing 8 training batches took over {time_limit:.0f} s")
+
+    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    results = auto(data, 120, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
+                   log=lambda _: None, clock=clock, started=clock() - 5.0)
+    a = results["auto"]
+    assert a["elapsed_seconds"] <= 120
+    assert a["winner"]["model_name"] == "tfidf"
+    assert all(c["status"] == "skipped" and c["reason"] for c in a["candidates"][1:])
+    assert a["counted_from"] == "the start of the command"
+
+
+def test_the_budget_counts_from_the_start_given_and_says_the_wall_time(world, tmp_path):
+    """Six seconds already spent of a ten-second budget leave nothing for the ladder: the baseline ships at once."""
+    _, enc, _, data = world
+    logs = []
+    started = time.perf_counter() - 6.0
+    results = auto(data, 10, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
+                   log=logs.append, started=started)
+    a = results["auto"]
+    waited = time.perf_counter() - started
+    assert a["elapsed_seconds"] >= 6.0 and a["elapsed_seconds"] <= waited
+    assert a["winner"]["model_name"] == "tfidf"
+    assert all(c["status"] == "skipped" for c in a["candidates"][1:])
+    assert "of it spent starting up" in logs[0]
+    assert logs[-1].endswith(f"used {a['elapsed_seconds']:.0f} s of budget 10 s")
+    md = (tmp_path / "results.md").read_text()
+    assert f"used {a['elapsed_seconds']:.0f} s of it" in md and "from the start of the command" in md
+    assert json.loads((tmp_path / "results.json").read_text())["auto"]["elapsed_seconds"] == \
+        pytest.approx(a["elapsed_seconds"])
+
+
+def test_a_budget_below_the_baselines_need_is_one_line_and_nothing_is_written(world, tmp_path):
+    _, enc, _, data = world
+    with pytest.raises(ConfigError, match=r"less than the TF-IDF baseline alone needs.*give --budget \d+s or more"):
+        auto(data, 0.5, models=[enc], out=tmp_path / "api")
+    rc, _, err = invoke(["auto", "--data", str(data), "--budget", "0.001s", "--model", enc, "--out",
+                         str(tmp_path / "cli"), "-q"])
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "budget 0.0 s is less than" in lines[0] and "give --budget" in lines[0]
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
+    # the minimum grows with the data and its classes
+    assert baseline_seconds(16000, 2000, 2000, 6) > baseline_seconds(300, 30, 100, 2)
+    assert baseline_seconds(15000, 3000, 5500, 150) > baseline_seconds(15000, 3000, 5500, 6)
+
+
+def test_a_budget_over_a_day_says_when_it_ends(world, tmp_path, monkeypatch):
+    _, enc, _, data = world
+    assert end_line(86400, 0) is None
+    line = end_line(2 * 86400, 0)
+    assert line.startswith("a budget of 2.0 days: it ends 2") and "a bare number is minutes" in line
+    assert "after the year 9999" in end_line(1e15, 0)
+    monkeypatch.setattr(Climb, "run_all", lambda self, ladder: None)     # the ladder itself is not the point
+    logs = []
+    auto(data, 1e9 * 60, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False, log=logs.append,
+         lr_search=False, more_epochs=False)
+    assert any(line.startswith("a budget of 694,444.4 days: it ends") for line in logs), logs[:3]
+
+
+def test_the_process_age_is_the_time_since_python_started():
+    r = subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0)\n"
+                        "from headswap.bench.budget import process_age; print(process_age())"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert 1.0 <= float(r.stdout) < 30.0
+    assert process_age() > 0
+
+
+def test_the_command_ends_within_its_budget(world, tmp_path):
+    """The real command, Python's start and exit included: wall time within budget + 10% (+ LOADED_CI_TOLERANCE)."""
+    _, enc, _, data = world
+    budget = 40.0     # room for the tiny encoder's rungs after a loaded start (8 s) and the finish
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "headswap.cli", "auto", "--data", str(data), "--budget", "40s",
+                        "--model", enc, "--strategies", "encoder-mlp", "--out", str(tmp_path / "out"), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert wall <= budget * 1.1 + LOADED_CI_TOLERANCE, (wall, r.stdout[-3000:])
+    a = json.loads((tmp_path / "out" / "results.json").read_text())["auto"]
+    assert a["counted_from"] == "the start of the command"
+    assert a["elapsed_seconds"] <= wall and a["elapsed_seconds"] <= budget * 1.05
+    assert r.stdout.strip().splitlines()[-1].endswith("of budget 40 s")
+
+
+def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_figures(world, tmp_path, monkeypatch,
+                                                                                       caplog):
+    """The probes fit without validation data: they must not say that the run has none. results.md carries the
+    out-of-scope figures results.json has."""
+    _, enc, _, data = world
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
+        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
+        (folder / name).write_text(rows)
+    real = headswap.bench.climb.validation_f1
+    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
+    logs = []
+    with caplog.at_level("WARNING"):
+        results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
+                       log=logs.append, lr_search=False, more_epochs=False, out_of_scope="oos")
+    assert "no validation data" not in caplog.text + "\n".join(logs)
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "## Out of scope (reject option) on the test set" in md
+    for r in results["rows"]:
+        assert f"{r['out_of_scope']['oos_recall']:.3f}" in md and r["model_name"] in md
+
+
+def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog):
+    _, enc, _, _ = world
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("text,label\nwin cash now,spam\nsee you at lunch,ham\nfree prize call now,spam\n")
+    (data / "test.csv").write_text("text,label\nwin a prize,spam\nlunch today?,ham\n")
+    logs = []
+    with caplog.at_level("WARNING"):
+        results = auto(data, 10, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", log=logs.append,
+                       progress=False)
+    said = "validation holds 1 text, all of one class ('spam')"
+    assert any(line.startswith(said) for line in logs), logs
+    assert results["auto"]["warnings"][0].startswith(said)
+    assert f"**Warning:** {said}" in (tmp_path / "out" / "results.md").read_text()
+    assert "1 classes" not in caplog.text and "one class has two texts or more" in caplog.text
