@@ -9,14 +9,14 @@
 3. The cost ladder (headswap.bench.ladder, run by headswap.bench.climb): `static`, then head-only rungs on frozen
    features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
    models last. Each rung's cost is estimated from a probe of a few batches per model and regime, corrected as the
-   run measures. Cheap rungs run when they fit; a fine-tuning rung runs in full when it needs at most half of
-   what is left, else it runs time-bounded with all that is left (validated every few steps, best weights kept)
-   and the rungs after it are not run. Every rung not run says why.
-4. With budget left, the best fine-tuned rung trains again with more epochs while its last epoch was its best,
-   then at other learning rates (its body's): the neighbours of its rate on a half-decade grid (1e-5, 3e-5,
-   1e-4, ...), then further in the direction that helped, while it helps (by more than LR_MARGIN of validation
-   macro F1) and the rung's measured time fits what is left.
-   Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
+   run measures. Cheap rungs run when they fit (keeping half of what is left for fine-tuning). Every rung not run
+   says why.
+4. The fine-tuning rungs, and each one's learning-rate neighbours on a half-decade grid (1e-5, 3e-5, 1e-4, ...;
+   a rate given on the command line is kept), compete as arms of successive halving (headswap.bench.compete,
+   headswap.bench.halving): short time-bounded slices with validation inside, the worse half stops after each
+   round, the leader trains on until its validation stops improving or the budget ends; no arm holds more than a
+   third of the budget unless it leads. With ray_address the arms run as Ray tasks on that cluster, several at
+   once (headswap.bench.arms). Each arm is a candidate of its own (`tuned`: a rate it ran at).
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
 5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
@@ -37,17 +37,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap import model_dir
+from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
-LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
-LR_TRIES = 4          # most learning rates tried beyond the candidate's own
-# A retrained rate must beat the best validation macro F1 so far by more than this to win or to lead the search
-# on: macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On
-# emotion, 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse
-# on test: without a margin the search drifted to it; BENCHMARKS.md "auto's learning-rate search".)
-LR_MARGIN = 0.005
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -142,17 +136,22 @@ def default_models() -> tuple[str, ...]:
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True,
-         clock: Callable[[], float] = time.perf_counter, **settings) -> dict:
+         clock: Callable[[], float] = time.perf_counter, ray_address: str | None = None, arm_cpus: float = 1,
+         arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
-    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
-    what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
-    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed).
+    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
+    plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
+    arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
+    MAX_PLANNED_EPOCHS), so a leader can train on. ray_address: run the arms on that Ray cluster, each with arm_cpus
+    CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when
+    installed).
     """
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
     from headswap.bench.climb import Climb
+    from headswap.bench.compete import compete
     from headswap.bench.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
@@ -167,6 +166,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     started = clock()
     if not budget_seconds or budget_seconds <= 0:
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
+    if not (arm_cpus > 0 and arm_gpus >= 0):
+        raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
+                          f"{arm_gpus:g} GPUs")
     if quantize not in QUANTIZE:
         raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
     bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label", "time_limit"})
@@ -200,7 +202,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
             "command": list(command) if command is not None else None,
             "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
-                     "more_epochs": more_epochs,
+                     "more_epochs": more_epochs, "ray_address": ray_address,
                      "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
@@ -218,28 +220,26 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
 
-    # 2. The ladder, cheap to dear, within the budget (headswap.bench.climb); frozen rungs of one model share one
-    # encoding pass. 3. With budget left: more epochs for the best fine-tuned rung, then its learning rate.
+    # 2. The cheap rungs of the ladder within the budget (headswap.bench.climb); frozen rungs of one model share
+    # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.bench.compete).
     costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=len(set(train.labels)))
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
+    fine = [r for r in ladder if r.fine_tuning]
+    climb.arms_follow = bool(fine)
     with feature_cache():
-        climb.run_all(ladder)
-    if more_epochs:
-        climb.extend(share=0.5 if lr_search else 1.0)
+        climb.run_all([r for r in ladder if not r.fine_tuning])
+    runner = None
+    if ray_address and fine:
+        from headswap.bench.arms import RayArms
+        runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
+    compete(climb, fine, lr_search=lr_search, more_epochs=more_epochs, clock=clock, folder=out / ".arms",
+            runner=runner)
+    runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
+    if getattr(climb, "halving", None):
+        summary["halving"] = climb.halving
     climb = None
-    trained = [c for c in candidates[1:] if c.get("status") == "ran" and c["plan"].fine_tuning]
-    if lr_search and trained and not any(c.get("time_bounded") for c in trained):
-        top = max(trained, key=lambda c: c["validation_macro_f1"])
-        for clf, entry in _lr_search(top, settings, train, validation, left, log):
-            candidates.append(entry)
-            if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"] + LR_MARGIN:
-                best, best_entry = clf, entry
-            clf = None
-            gc.collect()
-    elif lr_search and trained:
-        log("  learning-rate search: not tried, the budget went to a time-bounded run")
     for c in candidates:
         c.pop("plan", None)
 
@@ -287,6 +287,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     summary["elapsed_seconds"] = meta["elapsed_seconds"] = clock() - started
     summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
     write_json(results, out / "results.json")
+    from headswap.bench.report_text import arm_rows
+    if arm_rows(summary):
+        try:
+            from headswap.plots import plot_arm_curves
+            plot_arm_curves(arm_rows(summary), out / "arms.png")
+            summary["arms_chart"] = "arms.png"
+        except ImportError:
+            pass
     write_text(out / "results.md", render_markdown(results))
     try:
         from headswap.bench.html_report import write_html
@@ -295,55 +303,6 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         pass
     log(f"wrote {target} and the report ({out / 'results.md'}) in {_fmt_duration(summary['elapsed_seconds'])}")
     return results
-
-
-def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
-    """The LR_GRID values just above and just below `rate` (None past either end)."""
-    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
-    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
-    return (above[0] if above else None), (below[-1] if below else None)
-
-
-def _lr_search(top: dict, settings: dict, train, validation, left, log):
-    """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
-    down the grid, then on in the direction that beat `top`, while it keeps improving by more than LR_MARGIN and
-    `top`'s measured time fits what is left of the budget. A rate the user set is not searched."""
-    from headswap.bench.climb import train_one
-    from headswap.bench.report import _fmt_duration
-    from headswap.settings import default_body_lr, defaults
-
-    p = top["plan"]
-    name = "head_lr" if p.regime == "head-only" else "body_lr"
-    if settings.get(name) is not None:
-        log(f"  learning-rate search: {name} was given ({settings[name]:g}), so it is kept")
-        return
-    base = default_body_lr(p.regime) if name == "body_lr" else defaults()["head_lr"]
-    up, down = lr_neighbours(base)
-    queue = [(r, +1 if r == up else -1) for r in (up, down) if r is not None]
-    best_f1, tries = top["validation_macro_f1"], 0
-    log(f"  learning-rate search on {top['model_name']} · {p.strategy} · {p.regime}: {name} {base:g} gave "
-        f"{best_f1:.4f}; trying {', '.join(f'{r:g}' for r, _ in queue)}")
-    while queue and tries < LR_TRIES:
-        rate, direction = queue.pop(0)
-        entry = {"model": p.model, "model_name": top["model_name"], "strategy": p.strategy, "regime": p.regime,
-                 "tuned": {name: rate}, "estimated_seconds": top["seconds"],
-                 "reason": f"learning-rate search: {name} {rate:g} (the candidate ran at {base:g})"}
-        if top["seconds"] > left():
-            entry.update(status="skipped", reason=entry["reason"] + f"; needs about {_fmt_duration(top['seconds'])}, "
-                                                                   f"{_fmt_duration(max(left(), 0))} left")
-            log(f"  skip {name} {rate:g}: {entry['reason']}")
-            yield None, entry
-            return
-        log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(left())} left)")
-        tries += 1
-        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs}, entry, train, validation, log)
-        yield clf, entry
-        if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
-            best_f1 = entry["validation_macro_f1"]
-            queue = [(r, d) for r, d in queue if d == direction]       # the other way did not help, or is next
-            step = lr_neighbours(rate)[0 if direction > 0 else 1]
-            if step is not None and all(r != step for r, _ in queue):
-                queue.append((step, direction))
 
 
 def render_markdown(results: dict) -> str:
@@ -367,6 +326,7 @@ def render_markdown(results: dict) -> str:
             _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
             _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
             _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
+    lines += arms_markdown(a)
     lines += ["", "## Test set (scored once, after the choice)", "",
               "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
     for r in results["rows"]:
@@ -378,3 +338,30 @@ def render_markdown(results: dict) -> str:
         lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
     return "\n".join(lines) + "\n"
 
+
+
+def arms_markdown(a: dict) -> list[str]:
+    """Where the budget went among the fine-tuning arms: each one's slices, seconds and why it stopped."""
+    from headswap.bench.report import _cell, _fmt_duration, _num
+    from headswap.bench.report_text import arm_rows
+
+    arms = arm_rows(a)
+    if not arms:
+        return []
+    h = a.get("halving") or {}
+    lines = ["", "## Where the budget went: the fine-tuning arms", "",
+             f"Successive halving over {_fmt_duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
+             f"a time; no arm holds more than {_fmt_duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
+             "round: seconds (wall clock, loading included).", ""]
+    if a.get("arms_chart"):
+        lines += [f"![validation of each arm against time]({a['arms_chart']})", ""]
+    lines += ["| arm | slices | seconds | share of budget | best validation macro F1 | stopped | why |",
+              "|---|---|---:|---:|---:|---|---|"]
+    for c in arms:
+        slices = ", ".join(f"{'lead' if s['round'] == 'lead' else s['round'] + 1}: {s['seconds'] or 0:.0f}"
+                           + (f" on {s['node'][:8]}" if s.get("node") else "") for s in c.get("slices") or [])
+        lines.append("| " + " | ".join(_cell(v) for v in (
+            f"**{c['name']}**" if c.get("winner") else c["name"], slices or "–", f"{c.get('seconds') or 0:.0f}",
+            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", _num(c.get("validation_macro_f1"), ".4f"),
+            c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
+    return lines

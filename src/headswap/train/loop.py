@@ -290,6 +290,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                         f"{part.score:.4f}")
                 model.train()
         bar.close()
+        partial = {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0}   # this process's
         loss_sum, seen = _over_processes(accelerator, loss_sum, seen)
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
         validated(entry)
@@ -298,7 +299,13 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             part = f" (stopped at step {steps}/{steps_per_epoch}: time limit)" if stopped else ""
             log(f"  epoch {epoch}/{cfg.epochs}{part}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
         if stopped:
-            break    # no epoch-end checkpoint for an epoch cut short: a resume must not take it as complete
+            # A run cut short by its time limit checkpoints where it stopped (mid-epoch: a resume must not take
+            # the epoch as complete), so that a time-sliced run (auto's arms) resumes without losing steps.
+            if steps < steps_per_epoch:
+                run.save(epoch - 1, steps, partial)
+            else:
+                run.save(epoch)
+            break
         run.save(epoch)
         if on_epoch_end:
             on_epoch_end(entry)
