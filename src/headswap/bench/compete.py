@@ -66,6 +66,10 @@ def compete(climb, rungs: list, *, lr_search: bool = True, more_epochs: bool = T
         if not climb.probe(rung, entry):
             continue
         plans.append((rung, {}, entry))
+    given = sorted({k for k in ("body_lr", "head_lr") if climb.settings.get(k) is not None})
+    if lr_search and plans and given:
+        log(f"  learning-rate variants: {', '.join(f'{k} was given ({climb.settings[k]:g})' for k in given)}, so it "
+            f"is kept")
     variants = []
     for rung, _, entry in plans if lr_search else ():
         for tuned in lr_variants(rung, climb.settings):
@@ -118,6 +122,8 @@ def compete(climb, rungs: list, *, lr_search: bool = True, more_epochs: bool = T
             arm, entry = policy.arms[name], jobs[name][2]
             if result.get("notes"):
                 entry["notes"] = result["notes"]
+            if arm.best is not None:
+                entry["validation_macro_f1"] = arm.best
             log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
                                    f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
                                    "no validation yet") + (f"; {arm.why}" if arm.why else ""))
