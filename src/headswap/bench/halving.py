@@ -8,8 +8,8 @@ every slice costs besides training: loading the model, the loop's start-up, the 
 
 1. Admission. An arm's least useful slice is its overhead plus FIRST_SLICE_EPOCHS of an epoch. An arm whose least
    slice is over a third of the budget cannot run (the 1/3 rule below would stop it before it could lead); it says
-   so. Of the rest, as many as the budget gives a first slice are admitted, in the order given (cheap, plain arms
-   first): n arms play ceil(log2 n) halving rounds and then a leader phase, each round gets about an equal share
+   so. The rest are admitted in the order given (auto gives the rungs in ladder order, then their learning-rate
+   variants), each while the budget still gives it and those before it a first slice: n arms play ceil(log2 n) halving rounds and then a leader phase, each round gets about an equal share
    of what is left, and a round's share must hold every admitted arm's slice. The rest say that the budget gave
    a first slice to the arms before them. So the slices follow from the estimates: a 5-minute budget admits one
    or two arms for a fraction of an epoch each, a 2-hour budget all of them for whole epochs.
@@ -136,20 +136,25 @@ class Halving:
                            f"budget ({_s(self.cap)})", "not run")
             else:
                 fit.append(a)
-        for n in range(len(fit), 0, -1):
-            share, slice_s = self._plan(n, budget)
-            if sum(max(slice_s, a.least_slice) for a in fit[:n]) / min(self.parallel, n) <= share * (1 + 1e-9):
-                break
-        else:
-            n = 0
-        for a in fit[n:]:
-            self._stop(a, "not admitted", f"the budget gives a first slice to the {n} arm(s) before it "
-                                          f"(needs {_s(a.least_slice)} at least)", "not run")
+        admitted = []
+        for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
+            if self._fits(admitted + [a], budget):
+                admitted.append(a)
+            else:
+                self._stop(a, "not admitted", f"the budget gives a first slice to {len(admitted)} arm(s) before it, "
+                                              f"and not to this one too (it needs {_s(a.least_slice)} at least)",
+                           "not run")
+        fit, n = admitted, len(admitted)
         self.queue = [a.name for a in fit[:n]]
         self.members = list(self.queue)
         self.slice_s = self._plan(n, budget)[1] if n else 0.0
         if n == 1:
             self.round, self.leader = "lead", self.queue[0]
+
+    def _fits(self, arms: list[Arm], budget: float) -> bool:
+        """Whether the first round's share holds every one of `arms`' first slices."""
+        share, slice_s = self._plan(len(arms), budget)
+        return sum(max(slice_s, a.least_slice) for a in arms) / min(self.parallel, len(arms)) <= share * (1 + 1e-9)
 
     def _plan(self, n: int, left: float) -> tuple[float, float]:
         """(the round's share of `left`, each arm's slice) for n arms still to halve."""
@@ -194,8 +199,10 @@ class Halving:
         return None
 
     def _lead_slice(self, arm: Arm) -> float:
-        """A leader trains an epoch a slice (validated inside it), at least its least slice."""
-        return max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds)
+        """A leader trains an epoch a slice (validated inside it), at least its least slice, and the last slice takes
+        what is left when that would be less than a slice."""
+        planned = max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds)
+        return self.left() if self.left() - planned < arm.least_slice else planned
 
     def _next_phase(self) -> None:
         live = [a for a in self.live() if a.name in self.members] if self.round != "lead" else []
@@ -216,7 +223,8 @@ class Halving:
                 return
         self.round = "lead"
         # The leader: the best arm that may still train (one that was halved keeps its checkpoint and can).
-        pick = [a for a in self.arms.values() if a.status == "running" or a.kind == "halved"]
+        pick = [a for a in self.arms.values() if a.status == "running" or a.kind == "halved"
+                and min(self.left(), self.cap - a.seconds) >= a.least_slice]
         if not pick:
             self.queue = []
             return
