@@ -76,3 +76,12 @@ def test_auto_runs_arms_on_both_nodes_and_ships_the_winner_as_a_local_run_would(
     row = next(r for r in results["rows"] if r["winner"])
     assert clf.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
     assert not ray.is_initialized()         # auto let go of the cluster it joined
+
+
+def test_an_address_nothing_answers_at_is_one_line_before_any_training(world, tmp_path):
+    from test_bad_options import invoke
+    _, enc, _, data = world
+    code, err = invoke(["auto", "--data", str(data), "--budget", "1m", "--model", enc, "--strategies", "encoder-mlp",
+                        "--regime", "full", "--out", str(tmp_path / "out"), "--ray-address", "127.0.0.1:1", "-q"])
+    assert code == 2 and "--ray-address 127.0.0.1:1: nothing answers there" in err.strip().splitlines()[-1], err
+    assert not (tmp_path / "out" / "model").exists() and not ray.is_initialized()

@@ -187,12 +187,16 @@ class RayArms:
     cluster's resources hold."""
 
     def __init__(self, address: str, train, validation, cpus: float = 1, gpus: float = 0, log=print):
-        import ray
-
-        from headswap.errors import ConfigError
+        from headswap.errors import ConfigError, HeadswapError
+        try:
+            import ray
+        except ImportError:
+            raise HeadswapError("--ray-address needs Ray, which is not installed: pip install 'headswap[ray]'") \
+                from None
 
         if not ray.is_initialized():
             import logging
+            _check_reachable(address)
             try:
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
@@ -250,6 +254,23 @@ class RayArms:
         self.checkpoints.clear()
         if self.owns:
             self.ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """One line, at once, for a HOST:PORT or ray://HOST:PORT nothing answers at (ray.init would retry for minutes)."""
+    import socket
+
+    from headswap.errors import ConfigError
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return      # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as e:
+        raise ConfigError(f"--ray-address {address}: nothing answers there ({e.strerror or e}); start the cluster "
+                          f"with `ray start --head` and give its address") from None
 
 
 def load_shipped(blob: bytes):

@@ -226,12 +226,17 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
     fine = [r for r in ladder if r.fine_tuning]
     climb.arms_follow = bool(fine)
-    with feature_cache():
-        climb.run_all([r for r in ladder if not r.fine_tuning])
     runner = None
-    if ray_address and fine:
+    if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
         from headswap.bench.arms import RayArms
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
+    try:
+        with feature_cache():
+            climb.run_all([r for r in ladder if not r.fine_tuning])
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
     compete(climb, fine, lr_search=lr_search, more_epochs=more_epochs, clock=clock, folder=out / ".arms",
             runner=runner)
     runner = None

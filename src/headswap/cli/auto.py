@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
-from headswap.cli.options import add_settings, duration, settings_from
+from headswap.cli.options import add_settings, duration, float_at_least, positive_float, settings_from
 
 AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
 
@@ -48,9 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="run the fine-tuning arms on the Ray cluster at ADDRESS (e.g. ray://head:10001 or "
                    "head:6379), several at once; without it everything runs in this process and Ray is not started")
-    p.add_argument("--arm-cpus", type=float, default=1.0, metavar="N",
+    p.add_argument("--arm-cpus", type=positive_float, default=1.0, metavar="N",
                    help="CPUs each arm asks the Ray cluster for (default: %(default)g)")
-    p.add_argument("--arm-gpus", type=float, default=0.0, metavar="N",
+    p.add_argument("--arm-gpus", type=float_at_least(0), default=0.0, metavar="N",
                    help="GPUs each arm asks the Ray cluster for (default: %(default)g)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS + AUTO_SETS, epochs=1)
