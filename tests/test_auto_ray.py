@@ -22,7 +22,7 @@ STORE = 200 * 2 ** 20
 
 
 @pytest.fixture
-def two_nodes(monkeypatch):
+def two_nodes(monkeypatch, one_ray_at_a_time):
     from ray.cluster_utils import Cluster
 
     # The nodes' workers import this checkout's headswap, one thread each, offline.
