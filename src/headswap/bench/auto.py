@@ -151,7 +151,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
     from headswap.bench.climb import Climb
-    from headswap.bench.compete import compete
+    from headswap.bench.compete import arms_can_run, compete, prepare
     from headswap.bench.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
@@ -225,20 +225,20 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=len(set(train.labels)))
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry)
     fine = [r for r in ladder if r.fine_tuning]
-    climb.arms_follow = bool(fine)
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
         from headswap.bench.arms import RayArms
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
-    try:
+    try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
+        prepared = prepare(climb, fine, lr_search)
+        climb.arms_follow = arms_can_run(climb, prepared[0])
         with feature_cache():
             climb.run_all([r for r in ladder if not r.fine_tuning])
     except BaseException:
         if runner is not None:
             runner.close()
         raise
-    compete(climb, fine, lr_search=lr_search, more_epochs=more_epochs, clock=clock, folder=out / ".arms",
-            runner=runner)
+    compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry

@@ -47,53 +47,91 @@ def arm_name(entry: dict) -> str:
     return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
 
 
-def compete(climb, rungs: list, *, lr_search: bool = True, more_epochs: bool = True,
-            clock: Callable[[], float], folder, runner=None) -> None:
-    """Probe `rungs` (the fine-tuning ones), run them as arms within what is left of climb's budget, record them
-    in climb.entries, and make the best of them climb.best when it beats what the cheap rungs gave."""
-    from headswap.bench.arms import LocalArms, clean_for_shipping, load_shipped
-    from headswap.bench.climb import FINAL_MARGIN, _dur, entry_for
-    from headswap.bench.halving import Arm, Halving
+def prepare(climb, rungs: list, lr_search: bool = True) -> tuple[list, list]:
+    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
+    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete()."""
+    from headswap.bench.climb import FINAL_MARGIN, entry_for
 
-    c, log = climb.costs, climb.log
-    plans = []        # (name, rung, settings, entry)
+    plans, entries = [], []
     for rung in rungs:
         entry = entry_for(rung)
-        climb.entries.append(entry)
+        entries.append(entry)
         if climb.left() <= FINAL_MARGIN * climb.budget:
             climb.skip(entry, "the budget was spent before this rung")
             continue
         if not climb.probe(rung, entry):
             continue
         plans.append((rung, {}, entry))
-    given = sorted({k for k in ("body_lr", "head_lr") if climb.settings.get(k) is not None})
-    if lr_search and plans and given:
-        log(f"  learning-rate variants: {', '.join(f'{k} was given ({climb.settings[k]:g})' for k in given)}, so it "
-            f"is kept")
-    variants = []
-    for rung, _, entry in plans if lr_search else ():
+    if lr_search and plans and climb.settings.get("body_lr") is not None:
+        climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
+    for rung, _, entry in list(plans) if lr_search else ():
         for tuned in lr_variants(rung, climb.settings):
             e = {**entry_for(rung), "tuned": tuned}
-            climb.entries.append(e)
-            variants.append((rung, tuned, e))
-    plans += variants
+            entries.append(e)
+            plans.append((rung, tuned, e))
+    return plans, entries
+
+
+def _costs(c, rung) -> tuple[float, float, int]:
+    """An arm's (epoch seconds with its validations inside, overhead seconds a slice, validate every N steps)."""
+    epoch, val = c.epoch_seconds(rung), c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
+    startup = c.probe(rung).get("train_startup_seconds") or 0.0
+    every = c.eval_every(rung, rung.epochs)
+    in_epoch = max(math.ceil(math.ceil(c.n_train / c.batch(rung)) / every) - 1, 0) * val
+    return epoch + in_epoch, c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val, every
+
+
+def _reserve(climb, plans: list) -> float:
+    """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
+    (an arm too dear for that does not decide how much the others keep back)."""
+    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.bench.halving import FIRST_SLICE_EPOCHS
+
+    c, left = climb.costs, climb.left() - FINAL_MARGIN * climb.budget
+    fits = []
+    for rung, _, _ in plans:
+        epoch, overhead, _ = _costs(c, rung)
+        if overhead + FIRST_SLICE_EPOCHS * epoch + c.reserve(rung) <= left:
+            fits.append(c.reserve(rung))
+    return max(fits) if fits else min(c.reserve(r) for r, _, _ in plans)
+
+
+def arms_can_run(climb, plans: list) -> bool:
+    """Whether any arm's first slice fits half of what is left (after the room to ship) and the 1/3 cap: only then
+    do the cheap rungs leave half of what is left to the arms."""
+    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+
+    if not plans:
+        return False
+    room = climb.left() - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+    least = min(o + FIRST_SLICE_EPOCHS * e for e, o, _ in (_costs(climb.costs, r) for r, _, _ in plans))
+    return least <= min(room / 2, CAP * climb.budget)
+
+
+def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
+            runner=None) -> None:
+    """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
+    make the best of them climb.best when it beats what the cheap rungs gave."""
+    from headswap.bench.arms import LocalArms, clean_for_shipping, load_shipped
+    from headswap.bench.climb import FINAL_MARGIN, _dur
+    from headswap.bench.halving import Arm, Halving
+
+    c, log = climb.costs, climb.log
+    plans, entries = prepared
+    climb.entries.extend(entries)
     if not plans:
         return
-    reserve = max(c.reserve(r) for r, _, _ in plans)
-    room = climb.left() - reserve - FINAL_MARGIN * climb.budget
+    room = climb.left() - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
     arms, jobs = [], {}
     for rung, tuned, entry in plans:
-        epoch, val = c.epoch_seconds(rung), c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
-        startup = c.probe(rung).get("train_startup_seconds") or 0.0
+        epoch, overhead, every = _costs(c, rung)
         planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
             if more_epochs else rung.epochs
-        every = c.eval_every(rung, planned)
-        in_epoch = max(math.ceil(math.ceil(c.n_train / c.batch(rung)) / every) - 1, 0) * val
         name = arm_name(entry)
-        overhead = c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val
-        arms.append(Arm(name, epoch + in_epoch, overhead))
+        arms.append(Arm(name, epoch, overhead))
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
-        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch + in_epoch, 2))
+        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
         if tuned:
             entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
         jobs[name] = (rung, settings, entry, overhead)
