@@ -63,7 +63,7 @@ class Climb:
         """Seconds this rung may take: what is left, less its reserve and the final margin."""
         return self.left() - self.costs.reserve(rung) - FINAL_MARGIN * self.budget
 
-    def probe(self, rung: Rung, entry: dict) -> bool:
+    def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
         from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.bench.report import _error_fields
 
@@ -74,7 +74,7 @@ class Climb:
             self.skip(entry, f"not timed: {_dur(self.left())} left, and timing it takes about {_dur(guess)}")
             return False
         # A probe may take a quarter of what is left: one that does not finish in that says the rung is too dear.
-        limit = max(1.0, (self.left() - FINAL_MARGIN * self.budget) / 4)
+        limit = max(1.0, min((self.left() - FINAL_MARGIN * self.budget) / 4, most))
         try:   # frozen rungs are timed with the loop-trained head: what their epochs cost
             probe = probe_static(rung, self.train, self.settings) if rung.strategy == "static" else \
                 probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"}, batches=4,

@@ -59,7 +59,7 @@ def prepare(climb, rungs: list, lr_search: bool = True) -> tuple[list, list]:
         if climb.left() <= FINAL_MARGIN * climb.budget:
             climb.skip(entry, "the budget was spent before this rung")
             continue
-        if not climb.probe(rung, entry):
+        if not climb.probe(rung, entry, most=_probe_limit(climb, rung)):
             continue
         plans.append((rung, {}, entry))
     if lr_search and plans and climb.settings.get("body_lr") is not None:
@@ -70,6 +70,15 @@ def prepare(climb, rungs: list, lr_search: bool = True) -> tuple[list, list]:
             entries.append(e)
             plans.append((rung, tuned, e))
     return plans, entries
+
+
+def _probe_limit(climb, rung) -> float:
+    """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
+    must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
+    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+
+    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * FIRST_SLICE_EPOCHS)
+    return 2 * 8 * CAP * climb.budget / steps
 
 
 def _costs(c, rung) -> tuple[float, float, int]:
