@@ -17,3 +17,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def one_ray_at_a_time():
+    """A module that starts Ray (a local one, or a test cluster) holds this lock while it runs: under pytest-xdist
+    two Rays at once would share 2 cores and the machine's memory with everything else."""
+    import tempfile
+
+    from filelock import FileLock
+    with FileLock(os.path.join(tempfile.gettempdir(), "headswap-tests-ray.lock")):
+        yield

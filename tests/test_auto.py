@@ -10,6 +10,7 @@ import torch
 from test_bench import _write_split
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
+import headswap.bench.arms
 import headswap.bench.auto
 import headswap.bench.climb
 from headswap.api import TextClassifier, load_model
@@ -187,50 +188,51 @@ def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     assert next(r for r in results["rows"] if r["winner"])["strategy"] == "encoder-mlp"
 
 
-def test_lr_search_climbs_the_grid_while_validation_improves(world, tmp_path, monkeypatch):
-    import math
+def rated(monkeypatch, score):
+    """Arms' validation scores by learning rate: score(body_lr) at every validation point of every slice."""
+    real = headswap.bench.arms.train_slice
 
+    def train_slice(rung, settings, *a, **kw):
+        clf, result = real(rung, settings, *a, **kw)
+        rate = settings.get("body_lr") or 3e-5
+        result["points"] = [(t, score(rate)) for t, _ in result["points"]]
+        return clf, result
+
+    monkeypatch.setattr(headswap.bench.arms, "train_slice", train_slice)
+
+
+def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(world, tmp_path, monkeypatch):
     from headswap.bench.auto import LR_GRID, lr_neighbours
     _, enc, _, data = world
     assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
-
-    def peak_at_3e_4(clf):     # a validation score that is best at body_lr 3e-4, over the baseline's
-        rate = clf.body_lr if clf.body_lr is not None else 3e-5
-        return 2.0 - abs(math.log10(rate) - math.log10(3e-4))
-
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", peak_at_3e_4)
-    logs = []
+    rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.9, 1e-5: 1.2}.get)      # over the baseline's 1.0 at most
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
-                   log=logs.append, more_epochs=False, regime="full")
+                   log=lambda _: None, more_epochs=False, regime="full")
     cands = results["auto"]["candidates"]
-    tried = [c["tuned"]["body_lr"] for c in cands if c.get("tuned")]
-    # up from 3e-5 helps, so down is not tried; up again helps; the step after that does not, and the search ends
-    assert tried == [1e-4, 3e-4, 1e-3], tried
-    assert all(c["status"] == "ran" and "learning-rate search" in c["reason"] for c in cands if c.get("tuned"))
+    arms = [c for c in cands if c.get("halving")]
+    assert [c.get("tuned") for c in arms] == [None, {"body_lr": 1e-4}, {"body_lr": 1e-5}]   # up and down the grid
+    assert all(c["status"] == "ran" and c["slices"] for c in arms)
+    assert all("learning-rate variant" in c["reason"] for c in arms if c.get("tuned"))
     winner = [c for c in cands if c.get("winner")]
-    assert len(winner) == 1 and winner[0]["tuned"] == {"body_lr": 3e-4}
-    assert results["auto"]["winner"]["tuned"] == {"body_lr": 3e-4}
-    assert next(r for r in results["rows"] if r["winner"])["tuned"] == {"body_lr": 3e-4}
-    assert load_model(tmp_path / "out" / "model", progress=False).body_lr == pytest.approx(3e-4)
-    assert "learning-rate search" in (tmp_path / "out" / "results.md").read_text()
+    assert len(winner) == 1 and winner[0]["tuned"] == {"body_lr": 1e-4}
+    assert results["auto"]["winner"]["tuned"] == {"body_lr": 1e-4}
+    assert next(r for r in results["rows"] if r["winner"])["tuned"] == {"body_lr": 1e-4}
+    shipped = load_model(tmp_path / "out" / "model", progress=False)
+    assert shipped.body_lr == pytest.approx(1e-4) and shipped.checkpoint_dir is None and not shipped.resume
+    assert "learning-rate variant" in (tmp_path / "out" / "results.md").read_text()
     assert all("plan" not in c for c in json.loads((tmp_path / "out" / "results.json").read_text())["auto"]["candidates"])
+    assert not (tmp_path / "out" / ".arms").exists()        # the arms' checkpoints are gone once the winner is saved
 
 
-def test_lr_search_moves_only_for_a_clear_gain(world, tmp_path, monkeypatch):
+def test_a_learning_rate_variant_wins_only_by_a_clear_margin(world, tmp_path, monkeypatch):
     from headswap.bench.auto import LR_MARGIN
     _, enc, _, data = world
-    gain = {3e-5: 0.0, 1e-4: 0.03, 3e-4: 0.03 + LR_MARGIN / 2, 1e-5: 0.01}   # 3e-4: better, but within the margin
-
-    def score(clf):
-        return 1.5 + gain[clf.body_lr if clf.body_lr is not None else 3e-5]
-
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", score)
+    rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.5 + LR_MARGIN / 2, 1e-5: 1.4}.get)   # 1e-4: better, within the margin
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
                    log=lambda *_: None, more_epochs=False, regime="full")
-    cands = results["auto"]["candidates"]
-    assert [c["tuned"]["body_lr"] for c in cands if c.get("tuned")] == [1e-4, 3e-4]   # and not on to 1e-3
-    assert results["auto"]["winner"]["tuned"] == {"body_lr": 1e-4}
+    assert "tuned" not in results["auto"]["winner"]
+    assert results["auto"]["winner"]["validation_macro_f1"] == 1.5
 
 
 def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
@@ -240,6 +242,7 @@ def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
                    log=logs.append, body_lr=1e-4, more_epochs=False)
     assert not any(c.get("tuned") for c in results["auto"]["candidates"])
     assert any("body_lr was given (0.0001), so it is kept" in line for line in logs)
+    assert sum(1 for c in results["auto"]["candidates"] if c.get("halving")) == 1
     rc = main(["auto", "--data", str(data), "--budget", "10m", "--model", enc, "--strategies", "encoder-mlp",
                "--out", str(tmp_path / "off"), "--no-lr-search", "--no-more-epochs", "-q"])
     assert rc == 0

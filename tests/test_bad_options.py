@@ -32,7 +32,7 @@ OUT_OF_RANGE = {
     "--max-text-chars": ["0"], "--max-body-bytes": ["0"], "--threads": ["0"], "--max-concurrent-per-client": ["-1"],
     "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
-    "--concurrency": ["0", "-2"],
+    "--concurrency": ["0", "-2"], "--arm-cpus": ["0", "-1"], "--arm-gpus": ["-1"],
     "--folds": ["1", "0"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.

@@ -11,6 +11,7 @@ import pytest
 import torch
 from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
+import headswap.bench.arms
 import headswap.bench.climb
 import headswap.bench.measure
 from headswap.api import TextClassifier, load_model
@@ -141,8 +142,8 @@ def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, mo
     by_rung = {(c["model_name"], c["tier"], c.get("rung")): c for c in results["auto"]["candidates"][1:]}
     frozen = by_rung[("tiny-enc", "frozen", "logistic head")]
     assert frozen["status"] == "skipped" and frozen["reason"].startswith("estimated 27.8 h, over"), frozen
-    full = by_rung[("tiny-enc", "fine-tune", "full")]
-    assert full["status"] == "ran"                      # 1 s: fits
+    full = by_rung[("tiny-enc", "fine-tune", "full")]      # an arm: a quarter of a 27.8 h epoch is over a third
+    assert full["status"] == "skipped" and "over a third of the budget" in full["reason"], full
     lora = by_rung[("tiny-causal", "causal", "lora")]
     assert lora["status"] == "skipped" and lora["reason"], lora
     assert all(c.get("reason") for c in results["auto"]["candidates"][1:] if c["status"] == "skipped")
@@ -161,38 +162,58 @@ class FakeClock:
 
 
 def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
-    """Frozen rungs cost 10 s, a fine-tuning epoch 300 s: the fine-tuning rung cannot fit half of what is left,
-    so it runs time-bounded with all that is left (less the room to ship it), and the run ends within budget."""
+    """Frozen rungs cost 10 s, a fine-tuning epoch 60 s, and a slice takes the seconds it was given: the three arms
+    (the full rung and its two learning-rate neighbours) halve, the leader trains on, and the run ends within
+    budget with no arm but the leader holding over a third of it."""
+    import headswap.bench.arms
     _, enc, _, data = world
     clock = FakeClock()
-    budget = 400.0
-    ran = []
+    budget = 600.0
+    level = {3e-5: 1.6, 1e-4: 1.8, 1e-5: 1.4}     # over the baseline's 1.0 at most
+    slices = []
 
-    def estimate(self, rung, epochs=None):
-        return 10.0 if rung.tier == "frozen" else 300.0 * (epochs or rung.epochs)
-
-    monkeypatch.setattr(Costs, "estimate", estimate)
-    monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 10.0 if rung.tier == "frozen" else 300.0)
-    real = headswap.bench.climb.train_one
+    monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: 10.0 if rung.tier == "frozen" else 60.0)
+    monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 10.0 if rung.tier == "frozen" else 60.0)
+    real_rung = headswap.bench.climb.train_one
 
     def train_one(rung, settings, entry, *a, **kw):
-        clf = real(rung, settings, entry, *a, **kw)
-        spent = 10.0 if rung.tier == "frozen" else settings["time_limit"]   # a bounded run uses its whole limit
-        ran.append((rung.tier, spent, settings))
-        clock.now += spent
+        clf = real_rung(rung, settings, entry, *a, **kw)
+        clock.now += 10.0
         return clf
 
+    real_slice = headswap.bench.arms.train_slice
+
+    def train_slice(rung, settings, train, validation, seen):
+        rate = settings.get("body_lr") or 3e-5
+        n = sum(1 for r, _ in slices if r == rate)
+        clf, result = real_slice(rung, settings, train, validation, seen) if n == 0 else (None, {"history_length": 0})
+        slices.append((rate, settings["time_limit"]))
+        took = settings["time_limit"] + 1.0
+        clock.now += took       # a slice uses its whole limit (and a second of loading)
+        result.update(points=[(took, level[rate] + 0.01 * n)], finished=False)     # every arm still climbing
+        return clf, result
+
     monkeypatch.setattr(headswap.bench.climb, "train_one", train_one)
+    monkeypatch.setattr(headswap.bench.arms, "train_slice", train_slice)
     results = auto(data, budget, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
-                   log=lambda _: None, clock=clock, lr_search=False)
+                   log=lambda _: None, clock=clock)
     a = results["auto"]
-    assert [t for t, _, _ in ran] == ["frozen"] * 3 + ["fine-tune"]
-    tuned = a["candidates"][-1]
-    assert tuned["time_bounded"]["limit_seconds"] == pytest.approx(ran[-1][1], abs=0.1)
-    assert ran[-1][2]["eval_every"] >= 1 and ran[-1][2]["epochs"] >= 1
+    arms = {(c.get("tuned") or {}).get("body_lr", 3e-5): c for c in a["candidates"] if c.get("halving")}
+    assert set(arms) == {3e-5, 1e-4, 1e-5}
+    assert arms[1e-5]["stopped_because"] == "halved" and len(arms[1e-5]["slices"]) == 1     # the worst: one slice
+    lead = arms[1e-4]
+    assert [s["round"] for s in lead["slices"]][-1] == "lead" and lead["stopped_because"] == "budget"
+    assert lead["seconds"] > max(arms[r]["seconds"] for r in (3e-5, 1e-5))
+    assert all(c["seconds"] <= budget / 3 + 1e-6 for r, c in arms.items() if r != 1e-4)
+    assert lead.get("winner") and a["winner"]["tuned"] == {"body_lr": 1e-4}
     assert 0.8 * budget <= a["elapsed_seconds"] <= 1.05 * budget, a["elapsed_seconds"]
     assert a["budget_used"] == pytest.approx(a["elapsed_seconds"] / budget)
-    assert "time-bounded" in (tmp_path / "results.md").read_text()
+    assert [len(c["curve"]) for c in arms.values()] == [len(c["slices"]) for c in arms.values()]
+    md = (tmp_path / "results.md").read_text()
+    assert "## Where the budget went" in md and "![validation of each arm against time](arms.png)" in md
+    assert (tmp_path / "arms.png").stat().st_size > 1000
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="arms"' in html and "halved" in html and "data:image/png;base64," in html
 
 
 def test_a_negative_budget_is_one_line(capsys):
@@ -224,8 +245,8 @@ def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_pa
     for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
         rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
         (folder / name).write_text(rows)
-    real = headswap.bench.climb.validation_f1
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
+    real = headswap.bench.arms.slice_points         # the arm's validation points say it beats the baseline
+    monkeypatch.setattr(headswap.bench.arms, "slice_points", lambda *a: [(t, v + 1.0) for t, v in real(*a)])
     results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
                    log=lambda _: None, lr_search=False, more_epochs=False, regime="full", out_of_scope="oos")
     winner = next(r for r in results["rows"] if r["winner"])

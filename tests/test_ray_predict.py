@@ -38,7 +38,7 @@ def _texts(n):
 
 
 @pytest.fixture(scope="module")
-def ray_local():
+def ray_local(one_ray_at_a_time):
     """One Ray for the module. Its workers import this file's FailOnce, so tests/ goes on their PYTHONPATH."""
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent / "src")] + ([before] if before else []))

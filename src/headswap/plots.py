@@ -250,3 +250,34 @@ def plot_oos_scores(block: dict, path, title: str | None = None) -> Path:
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+def plot_arm_curves(arms: Sequence[dict], path, metric: str = "validation macro F1") -> Path:
+    """auto's fine-tuning arms against the clock: each arm's validation score at the time it was measured (seconds
+    since the arms began), and its slices as bars under the curves, one lane per arm."""
+    fig = _figure(9.0, 5.2)
+    ax = fig.add_subplot(1, 1, 1)
+    markers = "osD^v<>pPX*h"
+    shown = [a for a in arms if a.get("slices")]
+    for i, a in enumerate(shown):
+        color = f"C{i % 10}"
+        pts = a.get("curve") or []
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker=markers[i % len(markers)], linestyle="-", markersize=5, color=color,
+                    label=f"{a['name']} ({a.get('stopped_because') or a.get('status')})")
+        lane = -0.04 - 0.03 * i
+        for s in a["slices"]:
+            if s.get("start") is not None and s.get("seconds") is not None:
+                ax.plot([s["start"], s["start"] + s["seconds"]], [lane, lane], color=color, linewidth=5,
+                        solid_capstyle="butt")
+    if not shown:
+        ax.text(0.5, 0.5, "no arm ran a slice", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("seconds since the arms began (bars: each arm's slices)")
+    ax.set_ylabel(metric)
+    ax.set_ylim(-0.06 - 0.03 * len(shown), 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"{metric} of each arm against time")
+    if shown:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)

@@ -27,5 +27,9 @@ the functions that need them):
   report    results.json, results.md, charts and log lines (writes the page through html_report)
   run       run_bench: one row after another, each recorded as it finishes
   auto      `headswap auto`: the candidates that fit a time budget, the winner on validation, shipped
+  ladder, climb  auto's cost ladder (the rungs, their estimates) and its cheap rungs run within the budget
+  compete   auto's fine-tuning rungs (and their learning rates) as arms of successive halving
+  halving   the policy that shares the budget among the arms: pure, no torch or Ray, a clock passed in
+  arms      an arm's slice (a time-limited, resumed fit), in this process or as a Ray task (--ray-address)
   perf      achieved GFLOP/s against the matmul peak, for benchmarks/ (imports torch)
 """

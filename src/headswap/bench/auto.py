@@ -9,14 +9,14 @@
 3. The cost ladder (headswap.bench.ladder, run by headswap.bench.climb): `static`, then head-only rungs on frozen
    features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
    models last. Each rung's cost is estimated from a probe of a few batches per model and regime, corrected as the
-   run measures. Cheap rungs run when they fit; a fine-tuning rung runs in full when it needs at most half of
-   what is left, else it runs time-bounded with all that is left (validated every few steps, best weights kept)
-   and the rungs after it are not run. Every rung not run says why.
-4. With budget left, the best fine-tuned rung trains again with more epochs while its last epoch was its best,
-   then at other learning rates (its body's): the neighbours of its rate on a half-decade grid (1e-5, 3e-5,
-   1e-4, ...), then further in the direction that helped, while it helps (by more than LR_MARGIN of validation
-   macro F1) and the rung's measured time fits what is left.
-   Each try is a candidate of its own (`tuned`: the rate it ran at); a rate given on the command line is kept.
+   run measures. Cheap rungs run when they fit (keeping half of what is left for fine-tuning). Every rung not run
+   says why.
+4. The fine-tuning rungs, and each one's learning-rate neighbours on a half-decade grid (1e-5, 3e-5, 1e-4, ...;
+   a rate given on the command line is kept), compete as arms of successive halving (headswap.bench.compete,
+   headswap.bench.halving): short time-bounded slices with validation inside, the worse half stops after each
+   round, the leader trains on until its validation stops improving or the budget ends; no arm holds more than a
+   third of the budget unless it leads. With ray_address the arms run as Ray tasks on that cluster, several at
+   once (headswap.bench.arms). Each arm is a candidate of its own (`tuned`: a rate it ran at).
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
 The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
@@ -41,17 +41,11 @@ from typing import Callable, Sequence
 from headswap import model_dir
 from headswap.bench.auto_report import render_markdown
 from headswap.bench.budget import check_budget, end_line, finish_seconds, warm_up_charts
+from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
-LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
-LR_TRIES = 4          # most learning rates tried beyond the candidate's own
-# A retrained rate must beat the best validation macro F1 so far by more than this to win or to lead the search
-# on: macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On
-# emotion, 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse
-# on test: without a margin the search drifted to it; BENCHMARKS.md "auto's learning-rate search".)
-LR_MARGIN = 0.005
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -146,19 +140,23 @@ def default_models() -> tuple[str, ...]:
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True,
-         clock: Callable[[], float] = time.perf_counter, started: float | None = None, **settings) -> dict:
+         clock: Callable[[], float] = time.perf_counter, started: float | None = None, ray_address: str | None = None,
+         arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
-    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
-    what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
-    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed). started: when the budget
-    began, on `clock` (the CLI passes its process's start); None: now. A budget too small for the TF-IDF baseline
-    is refused (ConfigError) before anything is written.
+    settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
+    plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
+    arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
+    MAX_PLANNED_EPOCHS), so a leader can train on. ray_address: run the arms on that Ray cluster, each with arm_cpus
+    CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when
+    installed). started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A
+    budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
     """
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
     from headswap.bench.climb import Climb
+    from headswap.bench.compete import arms_can_run, compete, prepare
     from headswap.bench.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
@@ -174,6 +172,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     started = clock() if started is None else started
     if not budget_seconds or budget_seconds <= 0:
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
+    if not (arm_cpus > 0 and arm_gpus >= 0):
+        raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
+                          f"{arm_gpus:g} GPUs")
     if quantize not in QUANTIZE:
         raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
     bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label", "time_limit"})
@@ -210,7 +211,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
             "command": list(command) if command is not None else None,
             "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
-                     "more_epochs": more_epochs,
+                     "more_epochs": more_epochs, "ray_address": ray_address,
                      "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates, "warnings": _data_warnings(validation,
                                                                                                     full)}
@@ -232,30 +233,31 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
 
-    # 2. The ladder, cheap to dear, within the budget (headswap.bench.climb); frozen rungs of one model share one
-    # encoding pass. 3. With budget left: more epochs for the best fine-tuned rung, then its learning rate.
+    # 2. The cheap rungs of the ladder within the budget (headswap.bench.climb); frozen rungs of one model share
+    # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.bench.compete).
     costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes)
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
                   finish=finish_seconds(len(test)))
-    with feature_cache():
-        climb.run_all(ladder)
-    if more_epochs:
-        climb.extend(share=0.5 if lr_search else 1.0)
+    fine = [r for r in ladder if r.fine_tuning]
+    runner = None
+    if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
+        from headswap.bench.arms import RayArms
+        runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
+    try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
+        prepared = prepare(climb, fine, lr_search)
+        climb.arms_follow = arms_can_run(climb, prepared[0])
+        with feature_cache():
+            climb.run_all([r for r in ladder if not r.fine_tuning])
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
+    compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
+    runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
-    climb.best = None
-    trained = [c for c in candidates[1:] if c.get("status") == "ran" and c["plan"].fine_tuning]
-    if lr_search and trained and not any(c.get("time_bounded") for c in trained):
-        top = max(trained, key=lambda c: c["validation_macro_f1"])
-        for clf, entry in _lr_search(top, settings, train, validation, climb, log):
-            candidates.append(entry)
-            if clf is not None and entry["validation_macro_f1"] > best_entry["validation_macro_f1"] + LR_MARGIN:
-                best, best_entry = clf, entry
-                climb.best_reserve = costs.reserve(top["plan"])
-            clf = None
-            gc.collect()
-    elif lr_search and trained:
-        log("  learning-rate search: not tried, the budget went to a time-bounded run")
+    if getattr(climb, "halving", None):
+        summary["halving"] = climb.halving
     climb = None
     for c in candidates:
         c.pop("plan", None)
@@ -312,6 +314,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         write_text(out / "results.md", render_markdown(results))
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
+    from headswap.bench.report_text import arm_rows
+    if arm_rows(summary):
+        try:
+            from headswap.plots import plot_arm_curves
+            plot_arm_curves(arm_rows(summary), out / "arms.png")
+            summary["arms_chart"] = "arms.png"
+        except ImportError:
+            pass
     write_results()
     try:
         from headswap.bench.html_report import write_html
@@ -335,54 +345,3 @@ def _data_warnings(validation, settings: dict) -> list[str]:
             + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, so the "
               "winner is picked on little; give a validation.csv with texts of every class"]
 
-
-def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
-    """The LR_GRID values just above and just below `rate` (None past either end)."""
-    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
-    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
-    return (above[0] if above else None), (below[-1] if below else None)
-
-
-def _lr_search(top: dict, settings: dict, train, validation, climb, log):
-    """Yield (classifier or None, entry) for each learning rate tried on the `top` candidate: one step up and one
-    down the grid, then on in the direction that beat `top`, while it keeps improving by more than LR_MARGIN and
-    `top`'s measured time fits the room the climb leaves it (its reserve and the finish kept), each try
-    time-bounded to that room. A rate the user set is not searched."""
-    from headswap.bench.climb import train_one
-    from headswap.bench.report import _fmt_duration
-    from headswap.settings import default_body_lr, defaults
-
-    p = top["plan"]
-    name = "head_lr" if p.regime == "head-only" else "body_lr"
-    if settings.get(name) is not None:
-        log(f"  learning-rate search: {name} was given ({settings[name]:g}), so it is kept")
-        return
-    base = default_body_lr(p.regime) if name == "body_lr" else defaults()["head_lr"]
-    up, down = lr_neighbours(base)
-    queue = [(r, +1 if r == up else -1) for r in (up, down) if r is not None]
-    best_f1, tries = top["validation_macro_f1"], 0
-    log(f"  learning-rate search on {top['model_name']} · {p.strategy} · {p.regime}: {name} {base:g} gave "
-        f"{best_f1:.4f}; trying {', '.join(f'{r:g}' for r, _ in queue)}")
-    while queue and tries < LR_TRIES:
-        rate, direction = queue.pop(0)
-        entry = {"model": p.model, "model_name": top["model_name"], "strategy": p.strategy, "regime": p.regime,
-                 "tuned": {name: rate}, "estimated_seconds": top["seconds"],
-                 "reason": f"learning-rate search: {name} {rate:g} (the candidate ran at {base:g})"}
-        room = climb.room(p)
-        if top["seconds"] > room:
-            entry.update(status="skipped", reason=entry["reason"] + f"; needs about {_fmt_duration(top['seconds'])}, "
-                                                                   f"{_fmt_duration(max(room, 0))} left")
-            log(f"  skip {name} {rate:g}: {entry['reason']}")
-            yield None, entry
-            return
-        log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(room)} left)")
-        tries += 1
-        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs,
-                            "time_limit": max(room - climb.costs.load_seconds(p), 1.0)}, entry, train, validation, log)
-        yield clf, entry
-        if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
-            best_f1 = entry["validation_macro_f1"]
-            queue = [(r, d) for r, d in queue if d == direction]       # the other way did not help, or is next
-            step = lr_neighbours(rate)[0 if direction > 0 else 1]
-            if step is not None and all(r != step for r, _ in queue):
-                queue.append((step, direction))

@@ -29,6 +29,7 @@ def render_markdown(results: dict) -> str:
             _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
             _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
             _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
+    lines += arms_markdown(a)
     lines += ["", "## Test set (scored once, after the choice)", "",
               "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
     for r in results["rows"]:
@@ -42,3 +43,30 @@ def render_markdown(results: dict) -> str:
         lines += ["", "## Combinations not tried", ""]
         lines += [f"- {s['model_name']} · {s['strategy']}: {s['reason']}" for s in results["skipped"]]
     return "\n".join(lines) + "\n"
+
+
+def arms_markdown(a: dict) -> list[str]:
+    """Where the budget went among the fine-tuning arms: each one's slices, seconds and why it stopped."""
+    from headswap.bench.report import _cell, _fmt_duration, _num
+    from headswap.bench.report_text import arm_rows
+
+    arms = arm_rows(a)
+    if not arms:
+        return []
+    h = a.get("halving") or {}
+    lines = ["", "## Where the budget went: the fine-tuning arms", "",
+             f"Successive halving over {_fmt_duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
+             f"a time; no arm holds more than {_fmt_duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
+             "round: seconds (wall clock, loading included).", ""]
+    if a.get("arms_chart"):
+        lines += [f"![validation of each arm against time]({a['arms_chart']})", ""]
+    lines += ["| arm | slices | seconds | share of budget | best validation macro F1 | stopped | why |",
+              "|---|---|---:|---:|---:|---|---|"]
+    for c in arms:
+        slices = ", ".join(f"{'lead' if s['round'] == 'lead' else s['round'] + 1}: {s['seconds'] or 0:.0f}"
+                           + (f" on {s['node'][:8]}" if s.get("node") else "") for s in c.get("slices") or [])
+        lines.append("| " + " | ".join(_cell(v) for v in (
+            f"**{c['name']}**" if c.get("winner") else c["name"], slices or "–", f"{c.get('seconds') or 0:.0f}",
+            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", _num(c.get("validation_macro_f1"), ".4f"),
+            c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
+    return lines

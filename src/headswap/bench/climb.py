@@ -1,10 +1,9 @@
 """Climbing auto's cost ladder (headswap.bench.ladder) within a time budget.
 
-Cheap rungs (static, frozen heads) run when their estimate fits what is left after keeping room to ship the winner.
-A fine-tuning rung runs in full when it needs at most half of what is left; the first one that needs more becomes
-the lead: it runs time-bounded with everything left (epochs rounded up, validated every few steps, its best weights
-kept), and the rungs after it are not run. When every rung fitted, what is left goes where the validation curve
-says it pays: more epochs for the best fine-tuned rung while its last epoch was its best, then its learning rate.
+Cheap rungs (static, frozen heads) run when their estimate fits what is left after keeping room to ship the winner
+(and, while fine-tuning arms follow, half of what is left stays theirs). The fine-tuning rungs are not climbed one
+by one: they compete as arms of successive halving (headswap.bench.compete), which uses this class's probes,
+costs and best-so-far.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import math
 import time
 from typing import Callable
 
-from headswap.bench.ladder import MIN_EPOCH_SHARE, PROBE_GUESS, Costs, Rung
+from headswap.bench.ladder import PROBE_GUESS, Costs, Rung
 
 FINAL_MARGIN = 0.02     # of the budget, kept free besides each rung's reserve: the clock is read between steps
 
@@ -54,7 +53,7 @@ class Climb:
         # shipping the best so far takes (best_reserve), so that a rung or probe that does not win costs no overrun.
         self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
-        self.lead: dict | None = None
+        self.arms_follow = False      # fine-tuning arms compete after these rungs: half of what is left is theirs
         self.dear: list[Rung] = []
         self.probe_seconds: dict[str, float] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
@@ -73,7 +72,7 @@ class Climb:
         """Seconds this rung may take: spare(), less what shipping it would take beyond shipping the best so far."""
         return self.spare() - max(self.costs.reserve(rung) - self.best_reserve, 0.0)
 
-    def probe(self, rung: Rung, entry: dict) -> bool:
+    def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
         from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.bench.report import _error_fields
 
@@ -88,7 +87,7 @@ class Climb:
             self.skip(entry, f"not timed: {_dur(max(spare, 0))} left to spend, and timing it takes about "
                              f"{_dur(guess)}")
             return False
-        limit = spare / 4
+        limit = min(spare / 4, most)
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
         # cost is encoding its texts (256 of them at four batches: 15 s of a 60 s budget on 2 loaded cores), and a
         # step on cached features costs next to nothing.
@@ -113,7 +112,7 @@ class Climb:
 
     def run_all(self, ladder: list[Rung]) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
-        (fine-tuning; the causal models last) in ladder order."""
+        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.bench.compete's arms."""
         cheap = [r for r in ladder if r.tier in ("static", "frozen")]
         self.dear = [r for r in ladder if r.tier not in ("static", "frozen")]
         ready = []
@@ -137,8 +136,6 @@ class Climb:
     def run(self, rung: Rung) -> None:
         entry = entry_for(rung)
         self.entries.append(entry)
-        if self.lead is not None:
-            return self.skip(entry, f"not run: the budget left went to {label(self.lead)}, time-bounded")
         if self.spare() <= 0:
             return self.skip(entry, "the budget was spent before this rung")
         if not self.probe(rung, entry):
@@ -146,38 +143,13 @@ class Climb:
         c = self.costs
         est, room = c.estimate(rung), self.room(rung)
         entry["estimated_seconds"] = est
-        if not rung.fine_tuning:
-            later = any(r.fine_tuning for r in self.dear[self.dear.index(rung) + 1:]) if rung in self.dear \
-                else any(r.fine_tuning for r in self.dear)
-            share = room / 2 if later else room     # fine-tuning rungs wait: half of what is left stays theirs
-            if est > share:
-                return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
-                                        + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
-                                        f"keeping {_dur(c.reserve(rung))} to ship it")
-            return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0))
-        if est <= room / 2:
-            return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0), learn=est)
-        # The lead: everything left, time-bounded.
-        epoch, load = c.epoch_seconds(rung), c.load_seconds(rung)
-        startup = c.probe(rung).get("train_startup_seconds") or 0.0
-        final_val = c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
-        train_s = room - load - startup - final_val
-        if train_s < MIN_EPOCH_SHARE * epoch:
-            return self.skip(entry, f"one epoch is estimated at {_dur(epoch)}; {_dur(max(room, 0))} left is less "
-                                    f"than a {MIN_EPOCH_SHARE:.0%} share of one")
-        self.bounded(rung, entry, train_s, why="did not fit half of what was left")
-        self.lead = entry
-
-    def bounded(self, rung: Rung, entry: dict, train_s: float, why: str) -> None:
-        """Train `rung` time-bounded: `train_s` seconds of the training loop, epochs rounded up."""
-        epochs = self.costs.bounded_epochs(rung, train_s)
-        every = self.costs.eval_every(rung, epochs)
-        entry.update(epochs=epochs, time_bounded={"limit_seconds": round(train_s, 1), "epochs": epochs,
-                                                  "eval_every_steps": every, "why": why})
-        self.log(f"  {label(entry)}: time-bounded, {_dur(train_s)} of training ({epochs} epochs planned, validated "
-                 f"every {every} steps), {_dur(self.left())} left")
-        self.train_rung(rung, entry, time_limit=train_s, epochs=epochs, eval_every=every, announce=False)
-        entry["time_bounded"]["stopped"] = entry.pop("stopped", None) or "finished its epochs within the limit"
+        later = self.arms_follow
+        share = room / 2 if later else room     # fine-tuning arms wait: half of what is left stays theirs
+        if est > share:
+            return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
+                                    + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
+                                    f"keeping {_dur(c.reserve(rung))} to ship it")
+        return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0))
 
     def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
@@ -199,32 +171,6 @@ class Climb:
                 self.best_reserve = self.costs.reserve(rung)
         clf = None
         gc.collect()
-
-    # ---- after the ladder -----------------------------------------------------------------------------
-    def extend(self, share: float = 1.0) -> None:
-        """More epochs for the best fine-tuned rung, when budget is left and its curve still rose at the end: with
-        `share` of what is left (the learning-rate search may use the rest)."""
-        tuned = [e for e in self.entries if e.get("status") == "ran" and e["plan"].fine_tuning]
-        if self.lead is not None or not tuned:
-            return
-        top = max(tuned, key=lambda e: e["validation_macro_f1"])
-        rung: Rung = top["plan"]
-        if top.get("best_epoch") != top.get("epochs"):
-            self.log(f"  more epochs: not tried, {label(top)} peaked at epoch {top.get('best_epoch')} of "
-                     f"{top.get('epochs')}")
-            return
-        c = self.costs
-        per_epoch = (top["seconds"] - c.load_seconds(rung)) / max(top["epochs"], 1)
-        room = self.room(rung) * share
-        train_s = room - c.load_seconds(rung) - c.n_validation * c.per_text(rung)
-        if per_epoch <= 0 or train_s < (top["epochs"] + 1) * per_epoch:
-            self.log(f"  more epochs: {label(top)} took {_dur(per_epoch)} an epoch; {_dur(max(room, 0))} left is "
-                     f"not enough for {top['epochs'] + 1}")
-            return
-        entry = {**entry_for(rung), "estimated_seconds": room, "rung": "more epochs"}
-        self.entries.append(entry)
-        c.factor[rung.model] = per_epoch / max(c.epoch_seconds(rung) / c.factor.get(rung.model, 1.0), 1e-9)
-        self.bounded(rung, entry, train_s, why=f"more epochs for {label(top)}: its last epoch was its best")
 
 
 def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):

@@ -34,7 +34,8 @@ from headswap.bench.templating import environment
 
 MAX_IMAGE_LABELS = 12     # confusion matrices with more classes are shaded HTML tables (a PNG gets unreadable)
 
-SECTION_TITLES = (("summary", "Run"), ("auto", "Auto: candidates and winner"), ("results", "Results"),
+SECTION_TITLES = (("summary", "Run"), ("auto", "Auto: candidates and winner"), ("arms", "Auto: where the budget went"),
+                  ("results", "Results"),
                   ("quality-vs-speed", "Quality vs speed"), ("learning-curves", "Learning curves"),
                   ("confusion", "Confusion matrices"), ("calibration", "Calibration"),
                   ("out-of-scope", "Out of scope"), ("skipped", "Skipped"))
@@ -189,6 +190,25 @@ def _auto(auto: dict) -> dict:
     return {"id": "auto", "pairs": pairs, "candidates": table}
 
 
+def _arms(auto: dict, charts: "_Charts") -> dict:
+    """auto's fine-tuning arms: their validation against time (a chart), slices, seconds and why each stopped."""
+    from headswap.bench.report_text import arm_rows
+    from headswap.plots import plot_arm_curves
+
+    arms = arm_rows(auto)
+    header = [("arm", ""), ("slices (round: seconds)", ""), ("seconds", "num"), ("share of budget", "num"),
+              ("validation macro F1", "num"), ("stopped", ""), ("why", "")]
+    body = [("winner" if c.get("winner") else "", [
+        c["name"], ", ".join(f"{'lead' if x['round'] == 'lead' else x['round'] + 1}: {x['seconds'] or 0:.0f}"
+                             for x in c.get("slices") or []) or "–",
+        seconds(c.get("seconds")), f"{(c.get('seconds') or 0) / auto['budget_seconds']:.0%}",
+        num(c.get("validation_macro_f1")), c.get("stopped_because") or c.get("status") or "–",
+        c.get("reason") or ""]) for c in arms]
+    return {"id": "arms", "chart": charts.img("the arms' validation curves", lambda p: plot_arm_curves(arms, p),
+                                              "validation macro F1 of each fine-tuning arm against time"),
+            "table": {"header": header, "rows": body}}
+
+
 def _notes_cell(row: dict, number: int) -> dict:
     lines = []
     if row.get("runtime"):
@@ -340,6 +360,8 @@ def render_html(results: dict, title: str | None = None) -> str:
         charts = _Charts(Path(tmp))
         if isinstance(auto, dict):
             sections.append(_auto(auto))
+            if any(isinstance(c, dict) and c.get("halving") for c in auto.get("candidates") or []):
+                sections.append(_arms(auto, charts))
         sections.append(_results(rows))
         sections.append({"id": "quality-vs-speed", "chart": charts.img(
             "the quality vs speed chart", lambda p: plot_quality_vs_speed(rows, p),

@@ -99,3 +99,9 @@ def rung_note(c: dict) -> str:
         else:
             parts.append(f"best epoch {c['best_epoch']}")
     return "; ".join(p for p in parts if p)
+
+
+def arm_rows(auto: dict) -> list[dict]:
+    """auto's candidates that were fine-tuning arms (headswap.bench.compete), each with its name."""
+    return [{**c, "name": c.get("arm") or c.get("model_name")} for c in auto.get("candidates") or []
+            if isinstance(c, dict) and c.get("halving")]

@@ -6,16 +6,17 @@ import argparse
 import sys
 
 from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
-from headswap.cli.options import add_settings, duration, settings_from
+from headswap.cli.options import add_settings, duration, float_at_least, positive_float, settings_from
 
 AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
 
 HELP = "train what fits a time budget, pick the best on validation, save it (exported when it can be)"
 DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline, then climbs a cost ladder: static, head-only "
                "heads on frozen features (logistic regression, linear, MLP; one encoding pass per model), fine-tuning, "
-               "causal models last, each estimated from a short probe. A fine-tuning rung that does not fit runs "
-               "time-bounded with what is left (best weights kept); budget left over goes to more epochs and the "
-               "learning rate. Picks the best validation macro F1 (never test) and saves it as OUT/model (ONNX-"
+               "causal models last, each estimated from a short probe. The fine-tuning rungs and their learning-rate "
+               "neighbours then compete by successive halving: short time-bounded slices, the worse half stops, the "
+               "leader trains on until validation stops improving (no arm holds over a third of the budget unless it "
+               "leads); with --ray-address they run in parallel on a Ray cluster. Picks the best validation macro F1 (never test) and saves it as OUT/model (ONNX-"
                "exported for encoder strategies); scores only the winner and the baseline on the test set, once. "
                "Writes OUT/results.json, results.md, report.html.")
 
@@ -41,11 +42,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="int8 weights in the exported winner (default: %(default)s, exact fp32 ONNX)")
     p.add_argument("--no-lr-search", dest="lr_search", action="store_false",
-                   help="do not spend what is left of the budget retraining the best candidate at other learning "
-                   "rates (a rate given with --body-lr / --head-lr is never searched)")
+                   help="no learning-rate variants among the fine-tuning arms (by default each rung's neighbours "
+                   "on the 1e-5, 3e-5, 1e-4, ... grid compete too; a rate given with --body-lr / --head-lr is kept)")
     p.add_argument("--no-more-epochs", dest="more_epochs", action="store_false",
-                   help="do not spend what is left of the budget training the best fine-tuned rung for more epochs "
-                   "(tried only while its last epoch was its best)")
+                   help="each arm's schedule plans exactly --epochs epochs (by default as many as the budget could "
+                   "give it, up to 10, so the leader can train on while its validation improves)")
+    p.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="run the fine-tuning arms on the Ray cluster at ADDRESS (e.g. ray://head:10001 or "
+                   "head:6379), several at once; without it everything runs in this process and Ray is not started")
+    p.add_argument("--arm-cpus", type=positive_float, default=1.0, metavar="N",
+                   help="CPUs each arm asks the Ray cluster for (default: %(default)g)")
+    p.add_argument("--arm-gpus", type=float_at_least(0), default=0.0, metavar="N",
+                   help="GPUs each arm asks the Ray cluster for (default: %(default)g)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS + AUTO_SETS, epochs=1)
 
@@ -62,5 +70,6 @@ def run(args) -> int:
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
              lr_search=args.lr_search, more_epochs=args.more_epochs, started=getattr(args, "started", None),
+             ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0

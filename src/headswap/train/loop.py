@@ -38,7 +38,7 @@ from headswap.errors import ConfigError
 from headswap.inference import compute_features, item_length, predict_logits  # noqa: F401 (re-exported)
 from headswap.settings import RunSettings, TrainSettings, default_body_lr
 from headswap.settings import check as check_settings
-from headswap.train.checkpoint import EpochLog, Run
+from headswap.train.checkpoint import EpochLog, Run, rng_state, set_rng_state
 from headswap.metrics import Metrics, metrics_from_logits, multi_label_metrics
 
 logger = logging.getLogger(__name__)
@@ -277,7 +277,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
             bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
             if run.mid_epoch_due(steps):
                 run.save(epoch - 1, steps, {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0})
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline is not None and steps < steps_per_epoch and time.perf_counter() >= deadline:
                 stopped = f"time limit {cfg.time_limit:.4g} s reached after {steps} of {steps_per_epoch} steps of " \
                           f"epoch {epoch}"
                 break
@@ -290,18 +290,28 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                         f"{part.score:.4f}")
                 model.train()
         bar.close()
+        partial = {"loss_sum": loss_sum, "seen": seen, "seconds": time.perf_counter() - t0}   # this process's
         loss_sum, seen = _over_processes(accelerator, loss_sum, seen)
         entry = EpochLog(epoch, loss_sum / max(seen, 1), time.perf_counter() - t0, steps=steps)
+        kept = rng_state() if stopped else None     # validating draws random numbers an unstopped run did not
         validated(entry)
+        if kept is not None:
+            set_rng_state(kept)
         if log and main:
             val = f", validation {cfg.metric} {entry.score:.4f}" if entry.score is not None else ""
             part = f" (stopped at step {steps}/{steps_per_epoch}: time limit)" if stopped else ""
             log(f"  epoch {epoch}/{cfg.epochs}{part}: train loss {entry.train_loss:.4f}{val} ({entry.seconds:.1f} s)")
         if stopped:
-            break    # no epoch-end checkpoint for an epoch cut short: a resume must not take it as complete
+            # A run cut short by its time limit checkpoints where it stopped, as mid-epoch (a resume must not take
+            # the epoch as complete), so that a time-sliced run (auto's arms) resumes without losing steps.
+            run.save(epoch - 1, steps, partial)
+            break
         run.save(epoch)
         if on_epoch_end:
             on_epoch_end(entry)
+        if deadline is not None and epoch < cfg.epochs and time.perf_counter() >= deadline:
+            stopped = f"time limit {cfg.time_limit:.4g} s reached after epoch {epoch} of {cfg.epochs}"
+            break
     train_seconds = time.perf_counter() - start
     if run.restore_best() and log and main and (stopped or run.best_epoch != cfg.epochs):
         log(f"  restored the best validated weights: epoch {run.best_epoch} ({cfg.metric} {run.best_score:.4f})")

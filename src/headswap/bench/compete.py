@@ -1,0 +1,205 @@
+"""auto's fine-tuning rungs as arms of a successive-halving competition (the policy: headswap.bench.halving; the
+slices: headswap.bench.arms). Each fine-tuning rung is timed by its probe (Climb.probe), becomes an arm, and so do
+its learning-rate neighbours on LR_GRID (unless the rate was given); the budget left after the cheap rungs, less
+the room to ship the winner, is what the arms share. Every arm is recorded as a candidate with its slices, its
+validation curve, its seconds and why it stopped; the best validated arm so far is Climb's best as it goes.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from pathlib import Path
+from typing import Callable
+
+LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
+# A learning-rate variant must beat the best validation macro F1 so far by more than this to become the best:
+# macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On emotion,
+# 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse on test:
+# without a margin the search drifted to it; BENCHMARKS.md "auto's learning-rate search".)
+LR_MARGIN = 0.005
+MAX_PLANNED_EPOCHS = 10     # an arm's learning-rate schedule runs over at most this many epochs (or the user's)
+SLICE_VALIDATIONS = 2       # validations an arm's slice overhead counts: the one at the stop, and calibration's
+
+
+def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
+    """The LR_GRID values just above and just below `rate` (None past either end)."""
+    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
+    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
+    return (above[0] if above else None), (below[-1] if below else None)
+
+
+def lr_variants(rung, settings: dict) -> list[dict]:
+    """The learning rates to try besides the rung's own: one step up and one down the grid; none when the rate
+    was given."""
+    from headswap.settings import default_body_lr, defaults
+
+    name = "head_lr" if rung.regime == "head-only" else "body_lr"
+    if settings.get(name) is not None:
+        return []
+    base = default_body_lr(rung.regime) if name == "body_lr" else defaults()["head_lr"]
+    return [{name: r} for r in lr_neighbours(base) if r is not None]
+
+
+def arm_name(entry: dict) -> str:
+    from headswap.bench.climb import label
+
+    return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
+
+
+def prepare(climb, rungs: list, lr_search: bool = True) -> tuple[list, list]:
+    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
+    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete()."""
+    from headswap.bench.climb import FINAL_MARGIN, entry_for
+
+    plans, entries = [], []
+    for rung in rungs:
+        entry = entry_for(rung)
+        entries.append(entry)
+        if climb.left() <= FINAL_MARGIN * climb.budget:
+            climb.skip(entry, "the budget was spent before this rung")
+            continue
+        if not climb.probe(rung, entry, most=_probe_limit(climb, rung)):
+            continue
+        plans.append((rung, {}, entry))
+    if lr_search and plans and climb.settings.get("body_lr") is not None:
+        climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
+    for rung, _, entry in list(plans) if lr_search else ():
+        for tuned in lr_variants(rung, climb.settings):
+            e = {**entry_for(rung), "tuned": tuned}
+            entries.append(e)
+            plans.append((rung, tuned, e))
+    return plans, entries
+
+
+def _probe_limit(climb, rung) -> float:
+    """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
+    must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
+    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+
+    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * FIRST_SLICE_EPOCHS)
+    return 2 * 8 * CAP * climb.budget / steps
+
+
+def _costs(c, rung) -> tuple[float, float, int]:
+    """An arm's (epoch seconds with its validations inside, overhead seconds a slice, validate every N steps)."""
+    epoch, val = c.epoch_seconds(rung), c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
+    startup = c.probe(rung).get("train_startup_seconds") or 0.0
+    every = c.eval_every(rung, rung.epochs)
+    in_epoch = max(math.ceil(math.ceil(c.n_train / c.batch(rung)) / every) - 1, 0) * val
+    return epoch + in_epoch, c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val, every
+
+
+def _reserve(climb, plans: list) -> float:
+    """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
+    (an arm too dear for that does not decide how much the others keep back)."""
+    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.bench.halving import FIRST_SLICE_EPOCHS
+
+    c, left = climb.costs, climb.left() - climb.finish - FINAL_MARGIN * climb.budget
+    fits = []
+    for rung, _, _ in plans:
+        epoch, overhead, _ = _costs(c, rung)
+        if overhead + FIRST_SLICE_EPOCHS * epoch + c.reserve(rung) <= left:
+            fits.append(c.reserve(rung))
+    return max(fits) if fits else min(c.reserve(r) for r, _, _ in plans)
+
+
+def arms_can_run(climb, plans: list) -> bool:
+    """Whether any arm's first slice fits half of what is left (after the room to ship) and the 1/3 cap: only then
+    do the cheap rungs leave half of what is left to the arms."""
+    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+
+    if not plans:
+        return False
+    room = climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+    least = min(o + FIRST_SLICE_EPOCHS * e for e, o, _ in (_costs(climb.costs, r) for r, _, _ in plans))
+    return least <= min(room / 2, CAP * climb.budget)
+
+
+def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
+            runner=None) -> None:
+    """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
+    make the best of them climb.best when it beats what the cheap rungs gave."""
+    from headswap.bench.arms import LocalArms, clean_for_shipping, load_shipped
+    from headswap.bench.climb import FINAL_MARGIN, _dur
+    from headswap.bench.halving import Arm, Halving
+
+    c, log = climb.costs, climb.log
+    plans, entries = prepared
+    climb.entries.extend(entries)
+    if not plans:
+        return
+    room = climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+    arms, jobs = [], {}
+    for rung, tuned, entry in plans:
+        epoch, overhead, every = _costs(c, rung)
+        planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
+            if more_epochs else rung.epochs
+        name = arm_name(entry)
+        arms.append(Arm(name, epoch, overhead))
+        settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
+        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
+        if tuned:
+            entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
+        jobs[name] = (rung, settings, entry, overhead)
+    runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
+    policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget)
+    log(f"  successive halving: {len(policy.queue)} of {len(arms)} arms get a first slice of about "
+        f"{_dur(policy.slice_s)} ({_dur(max(room, 0))} to share, {runner.parallel} at a time)")
+    seen: dict[str, int] = {}
+    best_blob = None
+    try:
+        while True:
+            for s in policy.next():
+                rung, settings, entry, overhead = jobs[s.arm]
+                log(f"  {s.arm}: slice of {_dur(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
+                    f"{_dur(policy.left())} left)")
+                runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
+                             seen.get(s.arm, 0), policy.arms[s.arm].best)
+            if not runner.busy:
+                break
+            name, clf, result = runner.wait()
+            start = policy.running[name].start
+            seen[name] = result.get("history_length", seen.get(name, 0))
+            before = policy.arms[name].best
+            policy.report(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
+                          finished=result.get("finished", False), node=result.get("node"))
+            arm, entry = policy.arms[name], jobs[name][2]
+            if result.get("notes"):
+                entry["notes"] = result["notes"]
+            if arm.best is not None:
+                entry["validation_macro_f1"] = arm.best
+            log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
+                                   f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
+                                   "no validation yet") + (f"; {arm.why}" if arm.why else ""))
+            improved = arm.best is not None and (before is None or arm.best > before)
+            margin = LR_MARGIN if entry.get("tuned") else 0.0
+            if clf is not None and improved and arm.best > climb.best_entry["validation_macro_f1"] + margin:
+                if isinstance(clf, bytes):
+                    best_blob, climb.best = clf, None
+                else:
+                    clean_for_shipping(clf)
+                    best_blob, climb.best = None, clf
+                climb.best_entry = entry
+            clf = None
+            gc.collect()
+        policy.finish()
+    finally:
+        runner.close()
+    if best_blob is not None:
+        climb.best = load_shipped(best_blob)
+    summary = policy.summary()
+    for name, (rung, settings, entry, _) in jobs.items():
+        a = summary["arms"][name]
+        status = "skipped" if a["status"] == "not run" else "ran" if a["best"] is not None else "failed"
+        entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"], stopped_because=a["stopped_because"],
+                     halving=True, plan=rung)
+        if a["best"] is not None:
+            entry["validation_macro_f1"] = a["best"]
+        if a["why"]:
+            entry["reason"] = (entry["reason"] + "; " if entry.get("reason") else "") + a["why"]
+        if status == "failed":
+            entry["error"] = a["why"] or 'no validation score'
+    climb.halving = {k: v for k, v in summary.items() if k != "arms"}

@@ -1,0 +1,76 @@
+"""auto's arms train a slice at a time (headswap.bench.arms): a run cut into time-limited slices, each resuming from
+the checkpoint the loop wrote where the last one stopped, trains exactly as one uninterrupted run; what a Ray
+worker sends back packs and unpacks safely."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import types
+
+import pytest
+import torch
+from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data of auto's tests)
+from test_ladder import LABELS, TEXTS
+
+import headswap.train.loop
+from headswap.bench.arms import pack, slice_points, train_slice, unpack
+from headswap.bench.ladder import Rung
+from headswap.data.load import from_lists
+from headswap.train.checkpoint_files import find_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_a_sliced_run_trains_as_one_uninterrupted_run(world, tmp_path, monkeypatch):
+    """The loop reads a clock that moves 0.1 s a reading, so each slice stops at the same step whatever the load."""
+    _, enc, _, _ = world
+    readings = iter(range(10 ** 7))
+    monkeypatch.setattr(headswap.train.loop, "time", types.SimpleNamespace(perf_counter=lambda: next(readings) / 10))
+    rung = Rung(enc, "encoder", "encoder-mlp", "full", 3)
+    train, validation = from_lists(TEXTS[::2], LABELS[::2]), from_lists(TEXTS[1::2], LABELS[1::2])
+    base = {"batch_size": 4, "eval_every": 3, "temperature_scaling": False, "progress": False, "seed": 1, "epochs": 3}
+    whole, result = train_slice(rung, {**base, "checkpoint_dir": str(tmp_path / "whole")}, train, validation, 0)
+    assert result["finished"] and not result.get("error")
+
+    seen, slices, clf = 0, 0, None
+    while True:
+        clf, result = train_slice(rung, {**base, "checkpoint_dir": str(tmp_path / "sliced"), "time_limit": 1.0},
+                                  train, validation, seen)
+        assert not result.get("error"), result
+        assert all(0 <= t for t, _ in result["points"]) and result["points"]    # each slice validates
+        seen, slices = result["history_length"], slices + 1
+        if result["finished"]:
+            break
+        assert slices < 60
+    assert slices > 3                    # it was cut, several times, mid-epoch too
+    ends = lambda c: [(h["epoch"], h["train_loss"], h["score"]) for h in c.history_ if h["steps"] == 8]  # noqa: E731
+    assert len(ends(whole)) == 3 and ends(clf) == ends(whole)      # the same losses and scores at every epoch end
+    last = [find_checkpoint(tmp_path / d, lambda _: None, lambda _: None).trainable() for d in ("whole", "sliced")]
+    assert last[0].keys() == last[1].keys()
+    assert all(torch.equal(last[0][k], last[1][k]) for k in last[0])     # and the same weights at the end
+
+
+def test_slice_points_place_validations_along_the_slice():
+    history = [{"epoch": 1, "steps": 5, "score": 0.5, "metrics": {"macro": {"f1": 0.5}}},
+               {"epoch": 1, "steps": 10, "score": 0.6, "metrics": {"macro": {"f1": 0.6}}},
+               {"epoch": 2, "steps": 5, "score": 0.7, "metrics": {"macro": {"f1": 0.7}}}]
+    # the first entry came from an earlier slice; this one trained steps 5..15 in 20 s after 2 s of loading
+    assert slice_points(history, 1, 2.0, 20.0, 10) == [(12.0, 0.6), (22.0, 0.7)]
+    assert slice_points(history, 3, 2.0, 20.0, 10) == []
+
+
+def test_pack_and_unpack_round_trip_and_refuse_escapes(tmp_path):
+    folder = tmp_path / "ckpt"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "w.bin").write_bytes(b"\x00\x01")
+    back = unpack(pack(folder), tmp_path / "out")
+    assert back == tmp_path / "out" / "ckpt" and (back / "sub" / "w.bin").read_bytes() == b"\x00\x01"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("../escape")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(ValueError, match="refusing"):
+        unpack(buf.getvalue(), tmp_path / "evil")
+    assert not (tmp_path / "escape").exists()

@@ -1,0 +1,129 @@
+"""auto's successive-halving policy (headswap.bench.halving) on a fake clock: admission from the estimates, the worse
+half stopping, the leader getting the remainder until its validation stops improving, a stopped arm staying a
+candidate (and taking over), the 1/3 rule, and parallel slots. No training: arms' scores are given."""
+
+from __future__ import annotations
+
+import pytest
+
+from headswap.bench.halving import CAP, Arm, Halving
+
+
+class Clock:
+    def __init__(self):
+        self.now = 500.0
+
+    def __call__(self):
+        return self.now
+
+
+def play(policy: Halving, clock: Clock, score, log=None, busy=None):
+    """Run the policy to the end: each slice takes its planned seconds (or `busy(arm, slice)`) and validates
+    twice, at its middle and end, with score(arm name, seconds the arm has trained so far)."""
+    trained = {}
+    while True:
+        slices = policy.next()
+        if not slices:
+            return trained
+        for s in slices:       # one at a time: the fake clock moves by each slice in turn
+            took = busy(s) if busy else s.seconds
+            points = []
+            for frac in (0.5, 1.0):
+                t = trained.get(s.arm, 0.0) + took * frac
+                points.append((clock.now + took * frac, score(s.arm, t)))
+            clock.now += took
+            trained[s.arm] = trained.get(s.arm, 0.0) + took
+            if log is not None:
+                log.append((s.arm, s.round, round(s.seconds, 3)))
+            policy.report(s.arm, points)
+
+
+def arms(n, epoch=100.0, overhead=5.0):
+    return [Arm(f"arm{i}", epoch, overhead) for i in range(n)]
+
+
+def test_the_worse_half_stops_each_round_and_the_leader_gets_the_remainder():
+    clock = Clock()
+    quality = {"arm0": 0.60, "arm1": 0.80, "arm2": 0.70, "arm3": 0.50}
+    policy = Halving(arms(4), 1200.0, clock)
+    log = []
+    # Each arm improves with training, at its own level; it never plateaus within this budget.
+    play(policy, clock, lambda a, t: quality[a] + 0.1 * t / 1200, log)
+    by = policy.arms
+    rounds = {}
+    for name, rnd, _ in log:
+        rounds.setdefault(rnd, []).append(name)
+    assert sorted(rounds[0]) == ["arm0", "arm1", "arm2", "arm3"]       # everyone got a first slice
+    assert sorted(rounds[1]) == ["arm1", "arm2"]                        # the better half went on
+    assert set(rounds["lead"]) == {"arm1"}                              # the best one trained on
+    assert by["arm0"].kind == by["arm3"].kind == "halved" and "ranked" in by["arm3"].why
+    assert by["arm2"].kind == "halved"
+    # slices double as the field halves; the leader gets the remainder, and the budget is used
+    first, second = log[0][2], [s for n, r, s in log if r == 1][0]
+    assert second == pytest.approx(2 * first, rel=0.05)
+    assert by["arm1"].seconds > sum(by[a].seconds for a in ("arm0", "arm2", "arm3"))
+    assert clock.now - 500.0 == pytest.approx(1200.0, rel=0.01)
+    assert by["arm1"].seconds > CAP * 1200      # the leader may hold more than a third
+    policy.finish()
+    assert by["arm1"].kind == "budget"
+
+
+def test_a_leader_that_stops_improving_stops_and_a_halved_arm_takes_over_with_its_best_kept():
+    clock = Clock()
+    policy = Halving(arms(2, epoch=50.0), 1200.0, clock)
+
+    def score(a, t):       # arm0 leads at once but flattens after 100 s; arm1 climbs slowly
+        return min(0.9, 0.7 + t / 500) if a == "arm0" else 0.5 + t / 4000
+
+    play(policy, clock, score)
+    a0, a1 = policy.arms["arm0"], policy.arms["arm1"]
+    assert a0.kind == "plateau" and "stopped improving" in a0.why
+    assert a0.best == pytest.approx(0.9) and policy.best() is a0     # stopped, its best kept: still the winner
+    assert a1.slices[0].round == 0 and [s.round for s in a1.slices[1:]] and \
+        all(s.round == "lead" for s in a1.slices[1:])                  # halved first, then it took over
+    # and, not leading, it held at most a third of the budget
+    assert a1.seconds <= CAP * 1200 + 1e-6 and a1.kind == "cap"
+
+
+def test_no_arm_holds_more_than_a_third_unless_it_leads():
+    clock = Clock()
+    # One arm alone would get everything; two arms where the dear one never leads: it is cut at a third.
+    policy = Halving([Arm("cheap", 40.0, 2.0), Arm("dear", 40.0, 2.0)], 900.0, clock, cap_seconds=900.0)
+    play(policy, clock, lambda a, t: (0.9 if a == "cheap" else 0.5) + (0.0 if a == "cheap" and t > 200 else t / 1e4))
+    cheap, dear = policy.arms["cheap"], policy.arms["dear"]
+    assert dear.seconds <= 300.0 + 1e-6
+    assert cheap.kind == "plateau" and dear.kind in ("cap", "plateau", "budget")
+    # an arm whose least slice is over a third of the budget cannot run, and says so
+    clock2 = Clock()
+    p2 = Halving([Arm("ok", 100.0, 5.0), Arm("huge", 5000.0, 5.0)], 1200.0, clock2)
+    assert p2.arms["huge"].status == "not run" and "over a third of the budget" in p2.arms["huge"].why
+    assert [s.arm for s in p2.next()] == ["ok"]
+
+
+def test_slices_follow_the_estimates_for_short_and_long_budgets():
+    # 5 minutes: one epoch costs 160 s; of 6 arms only those whose first slices fit a round's share run.
+    short = Halving(arms(6, epoch=160.0, overhead=8.0), 300.0, Clock())
+    admitted = [a for a in short.arms.values() if a.status == "waiting"]
+    skipped = [a for a in short.arms.values() if a.status == "not run"]
+    assert 1 <= len(admitted) < 6 and all("first slice" in a.why for a in skipped)
+    assert short.slice_s >= 8.0 + 0.25 * 160.0
+    # 2 hours: all six run, each for more than an epoch in round 1
+    long = Halving(arms(6, epoch=160.0, overhead=8.0), 7200.0, Clock())
+    assert all(a.status == "waiting" for a in long.arms.values()) and long.slice_s > 168.0
+
+
+def test_parallel_slots_run_a_round_at_once_and_failures_stop_an_arm():
+    clock = Clock()
+    policy = Halving(arms(4), 1200.0, clock, parallel=4)
+    first = policy.next()
+    assert len(first) == 4 and policy.next() == []          # all four at once; none more until they report
+    assert first[0].seconds == pytest.approx(1200.0 / 3)    # rounds: 2 halving + the lead, each a third
+    clock.now += first[0].seconds
+    for i, s in enumerate(first):
+        if i == 3:
+            policy.report(s.arm, error="RuntimeError: out of memory")
+        else:
+            policy.report(s.arm, [(clock.now, 0.5 + i / 10)])
+    assert policy.arms["arm3"].status == "failed" and "out of memory" in policy.arms["arm3"].why
+    second = policy.next()
+    assert sorted(s.arm for s in second) == ["arm1", "arm2"]      # the better half of the three that ran
