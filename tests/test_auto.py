@@ -57,7 +57,8 @@ def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation
     assert [(c["model_name"], c["strategy"], c["tier"], c.get("rung")) for c in cands] == [
         ("tfidf", "tfidf-logreg", "baseline", None),
         *[("tiny-enc", "encoder-mlp", "frozen", f"{h} head") for h in ("logistic", "linear", "mlp")],
-        ("tiny-enc", "encoder-mlp", "fine-tune", "full"), ("tiny-causal", "slm-logits", "causal", "lora")]
+        ("tiny-enc", "encoder-mlp", "fine-tune", "partial-cached"), ("tiny-enc", "encoder-mlp", "fine-tune", "full"),
+        ("tiny-causal", "slm-logits", "causal", "lora")]
     assert all(c["status"] == "ran" for c in cands), cands
     assert all(c["estimated_seconds"] > 0 for c in cands[1:])
     best = max(c["validation_macro_f1"] for c in cands)

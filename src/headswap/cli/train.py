@@ -63,6 +63,9 @@ def _run(args) -> int:
         if blocks is not None and args.last_n > blocks:
             raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
                               f"1 to {blocks} of them")
+        if blocks is not None and args.cache_lower and args.last_n >= blocks:
+            raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; --cache-lower caches the "
+                              f"blocks below the trained ones, so it trains 1 to {blocks - 1} of them")
     files = data_files(args.data, required=("train",), command="train")
     train = load(files["train"], args)
     if args.multi_label:
