@@ -154,3 +154,16 @@ def test_auto_offers_cached_partial_between_the_frozen_heads_and_full_fine_tunin
     assert cached.cost_key != rungs[4].cost_key
     rungs, _ = plan_ladder({encoder: "encoder"}, ["encoder-mlp"], 1, regime="full")
     assert [r.name for r in rungs] == ["full"]       # a regime the user chose is the only one
+
+
+def test_only_a_transformer_bodys_table_is_frozen_not_statics():
+    from torch import nn
+
+    from headswap.teach.tiny import TinyConfig, TinyTransformer
+    from headswap.train.regimes import word_embeddings
+
+    class Static(nn.Module):      # static's body: its table is the model
+        def __init__(self):
+            super().__init__()
+            self.embeddings = nn.Embedding(50, 8)
+    assert word_embeddings(Static()) is None and word_embeddings(TinyTransformer(TinyConfig())) is None

@@ -148,8 +148,8 @@ class TrainSettings:
                                     "each epoch): less padding, faster training")
     train_embeddings: bool = setting(False, "full regime: also train the word-embedding table (off: it stays as "
                                      "pretrained, which spares the optimizer its largest tensor; position "
-                                     "embeddings and norms still train; a table tied to an LM head is trained "
-                                     "either way)")
+                                     "embeddings and norms still train; a table tied to an LM head, and "
+                                     "static's table, which is its whole model, train either way)")
     positive_label: str | None = setting("auto", "the positive class of binary metrics", cli=False)
 
 

@@ -23,11 +23,11 @@ def set_trainable(module: nn.Module, flag: bool) -> None:
 
 
 def word_embeddings(body: nn.Module) -> nn.Embedding | None:
-    """The body's token-embedding table (a Hugging Face model's input embeddings, else its largest nn.Embedding),
-    or None when it has none or the table is tied to another module (an LM head that reads the same weight)."""
+    """The token-embedding table of a body on a Hugging Face model (its input embeddings), or None: for other
+    bodies (static's table is the whole model and always trains), and for a table tied to another module (an LM
+    head that reads the same weight)."""
     hf = next((m for m in body.modules() if callable(getattr(m, "get_input_embeddings", None))), None)
-    table = hf.get_input_embeddings() if hf is not None else max(
-        (m for m in body.modules() if isinstance(m, nn.Embedding)), key=lambda m: m.num_embeddings, default=None)
+    table = hf.get_input_embeddings() if hf is not None else None
     if not isinstance(table, nn.Embedding):
         return None
     uses = sum(p is table.weight for _, p in body.named_parameters(remove_duplicate=False))
