@@ -104,7 +104,7 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
     results = auto(data, 0.5, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
                    log=logs.append)
     base, *cands = results["auto"]["candidates"]
-    assert base["winner"] and len(cands) == 4 and all(c["status"] == "skipped" for c in cands)
+    assert base["winner"] and len(cands) == 5 and all(c["status"] == "skipped" for c in cands)
     assert all("budget" in c["reason"] or "left" in c["reason"] for c in cands), cands
     assert [r["strategy"] for r in results["rows"]] == ["tfidf-logreg"]
     assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)

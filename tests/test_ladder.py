@@ -128,8 +128,10 @@ def test_rungs_of_one_cost_share_a_probe_and_every_rung_ran_or_says_why(world, t
     assert [(c["tier"], c.get("rung")) for c in cands[:3]] == [("frozen", f"{name} head") for name, _, _ in FROZEN_HEADS]
     assert {c["tier"] for c in cands[3:]} == {"fine-tune"}
     assert all(c["status"] == "ran" and c["estimated_seconds"] >= 0 for c in cands), cands
-    # one probe for the three frozen heads, one for each full fine-tuning (similarity also encodes its classes)
-    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only"), ("similarity", "full")], probes
+    # one probe for the three frozen heads, one for each full fine-tuning (similarity also encodes its classes), one
+    # for the cached-partial rung
+    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only"), ("encoder-mlp", "partial"),
+                              ("similarity", "full")], probes
 
 
 def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, monkeypatch):
@@ -187,7 +189,9 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
                    log=lambda _: None, clock=clock, lr_search=False)
     a = results["auto"]
     assert [t for t, _, _ in ran] == ["frozen"] * 3 + ["fine-tune"]
-    tuned = a["candidates"][-1]
+    # the first fine-tuning rung (cached partial, the cheaper) leads; full, after it, is left the rest: nothing
+    tuned, full = a["candidates"][-2:]
+    assert (tuned["rung"], full["rung"], full["status"]) == ("partial-cached", "full", "skipped")
     assert tuned["time_bounded"]["limit_seconds"] == pytest.approx(ran[-1][1], abs=0.1)
     assert ran[-1][2]["eval_every"] >= 1 and ran[-1][2]["epochs"] >= 1
     assert 0.8 * budget <= a["elapsed_seconds"] <= 1.05 * budget, a["elapsed_seconds"]
