@@ -336,7 +336,7 @@ def _lr_search(top: dict, settings: dict, train, validation, left, log):
             return
         log(f"  {top['model_name']} · {p.strategy} · {name} {rate:g} ({_fmt_duration(left())} left)")
         tries += 1
-        clf = train_one(p, {**settings, name: rate, "epochs": p.epochs}, entry, train, validation, log)
+        clf = train_one(p, {**p.settings(settings), name: rate, "epochs": p.epochs}, entry, train, validation, log)
         yield clf, entry
         if clf is not None and entry["validation_macro_f1"] > best_f1 + LR_MARGIN:
             best_f1 = entry["validation_macro_f1"]
