@@ -56,7 +56,7 @@ def test_grouped_batches_hold_every_text_once_an_epoch_drawn_from_the_shuffles_o
 
 def test_group_by_length_is_the_default_and_old_checkpoints_resume_as_they_trained():
     assert TextClassifier().group_by_length is True
-    assert TextClassifier().train_embeddings is False
+    assert TextClassifier().train_embeddings is True     # freezing it cost validation F1 in the runs measured
     assert "train_embeddings" in RESUME_KEYS
     # a checkpoint from before these settings trained ungrouped, with the embedding table
     assert _ADDED_LATER["group_by_length"] is False and _ADDED_LATER["train_embeddings"] is True
@@ -79,7 +79,7 @@ def test_the_frozen_embedding_table_is_unchanged_by_full_fine_tuning(encoder, tm
     pristine.fitted_ = Fitted.for_labels(["ham", "spam"])
     pristine._build()
     before = _embedding_table(pristine).detach().clone()
-    frozen, trained = _fit(encoder), _fit(encoder, train_embeddings=True)
+    frozen, trained = _fit(encoder, train_embeddings=False), _fit(encoder)
     assert torch.equal(_embedding_table(frozen), before)
     assert not torch.equal(_embedding_table(trained), before)        # the check above could fail
     # the rest of the body still trains: position embeddings and every block

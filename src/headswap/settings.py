@@ -146,10 +146,10 @@ class TrainSettings:
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
     group_by_length: bool = setting(True, "shuffle into batches of texts of similar length (a new random order "
                                     "each epoch): less padding, faster training")
-    train_embeddings: bool = setting(False, "full regime: also train the word-embedding table (off: it stays as "
-                                     "pretrained, which spares the optimizer its largest tensor; position "
-                                     "embeddings and norms still train; a table tied to an LM head, and "
-                                     "static's table, which is its whole model, train either way)")
+    train_embeddings: bool = setting(True, "full regime: also train the word-embedding table (off: it stays as "
+                                     "pretrained, which spares each step its largest gradient and optimizer "
+                                     "update; position embeddings and norms still train; a table tied to an LM "
+                                     "head, and static's table, which is its whole model, train either way)")
     positive_label: str | None = setting("auto", "the positive class of binary metrics", cli=False)
 
 
