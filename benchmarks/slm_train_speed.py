@@ -36,7 +36,9 @@ from headswap.fitted import Fitted  # noqa: E402
 from headswap.nn.dropout import BitsDropout  # noqa: E402
 from headswap.train.loop import EpochShuffle, TrainConfig, item_length, fit  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+# ../shared/data beside the checkout (or beside a folder of worktrees)
+SHARED = next((p / "shared" / "data" for p in Path(__file__).resolve().parents[1:4]
+               if (p / "shared" / "data").is_dir()), Path("../shared/data"))
 
 # name: (description, dropout module, group_by_length, batch size)
 VARIANTS = {

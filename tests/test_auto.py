@@ -58,7 +58,8 @@ def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation
     assert [(c["model_name"], c["strategy"], c["tier"], c.get("rung")) for c in cands] == [
         ("tfidf", "tfidf-logreg", "baseline", None),
         *[("tiny-enc", "encoder-mlp", "frozen", f"{h} head") for h in ("logistic", "linear", "mlp")],
-        ("tiny-enc", "encoder-mlp", "fine-tune", "full"), ("tiny-causal", "slm-logits", "causal", "lora")]
+        ("tiny-enc", "encoder-mlp", "fine-tune", "partial-cached"), ("tiny-enc", "encoder-mlp", "fine-tune", "full"),
+        ("tiny-causal", "slm-logits", "causal", "lora")]
     assert all(c["status"] == "ran" for c in cands), cands
     assert all(c["estimated_seconds"] > 0 for c in cands[1:])
     best = max(c["validation_macro_f1"] for c in cands)
@@ -104,7 +105,7 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
     results = auto(data, 4, models=[enc], strategies="encoder-mlp", out=root / "tight", progress=False,
                    log=logs.append)
     base, *cands = results["auto"]["candidates"]
-    assert base["winner"] and len(cands) == 4 and all(c["status"] == "skipped" for c in cands)
+    assert base["winner"] and len(cands) == 5 and all(c["status"] == "skipped" for c in cands)
     assert all("budget" in c["reason"] or "left" in c["reason"] for c in cands), cands
     assert [r["strategy"] for r in results["rows"]] == ["tfidf-logreg"]
     assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)

@@ -13,6 +13,7 @@ from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and
 
 import headswap.bench.arms
 import headswap.bench.climb
+import headswap.bench.ladder
 import headswap.bench.measure
 from headswap.api import TextClassifier, load_model
 from headswap.bench.auto import auto
@@ -129,8 +130,10 @@ def test_rungs_of_one_cost_share_a_probe_and_every_rung_ran_or_says_why(world, t
     assert [(c["tier"], c.get("rung")) for c in cands[:3]] == [("frozen", f"{name} head") for name, _, _ in FROZEN_HEADS]
     assert {c["tier"] for c in cands[3:]} == {"fine-tune"}
     assert all(c["status"] == "ran" and c["estimated_seconds"] >= 0 for c in cands), cands
-    # one probe for the three frozen heads, one for each full fine-tuning (similarity also encodes its classes)
-    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only"), ("similarity", "full")], probes
+    # one probe for the three frozen heads, one for each full fine-tuning (similarity also encodes its classes), one
+    # for the cached-partial rung
+    assert sorted(probes) == [("encoder-mlp", "full"), ("encoder-mlp", "head-only"), ("encoder-mlp", "partial"),
+                              ("similarity", "full")], probes
 
 
 def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, monkeypatch):
@@ -195,6 +198,8 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
 
     monkeypatch.setattr(headswap.bench.climb, "train_one", train_one)
     monkeypatch.setattr(headswap.bench.arms, "train_slice", train_slice)
+    # the arms here are the full rung's three rates: no cached-partial rung (it needs a block count) beside them
+    monkeypatch.setattr(headswap.bench.ladder, "_blocks", lambda model: 0)
     results = auto(data, budget, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
                    log=lambda _: None, clock=clock)
     a = results["auto"]

@@ -34,11 +34,13 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
     module.eval()
     clf.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=clf.last_n,
-                        lora=LoraSettings.from_params(params))
+                        lora=LoraSettings.from_params(params), train_embeddings=params["train_embeddings"])
     if not b.zero_shot:
         strategy.freeze(module, params["regime"])
     if weights is not None:
         model_dir.load_weights(module, weights)
+    if texts is not None:
+        _to_training_device(module)
     # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
     own = getattr(b.encoder, "tokenizer", None)
     clf.tokenizer_ = tokenizer if own is None else own
@@ -47,3 +49,13 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     clf.runtime_, clf.param_counts_ = "torch", None
     for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
         setattr(clf, key + "_", value)
+
+
+def _to_training_device(module) -> None:
+    """On a GPU machine, a module built for training goes where accelerate will train it (this process's GPU)
+    before fit: passes that run before the training loop (head-only features, cached lower blocks) run there too.
+    A loaded model stays on the CPU."""
+    import torch
+    if torch.cuda.is_available():
+        from accelerate import PartialState
+        module.to(PartialState().device)

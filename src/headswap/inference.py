@@ -19,6 +19,8 @@ from tqdm.auto import tqdm
 def item_length(item) -> int:
     """Tokens in an encoded item (its longest pair for the cross-encoder): what batches are grouped by."""
     if isinstance(item, dict):
+        if "hidden" in item:      # cached lower-layer states (headswap.train.lower_cache)
+            return len(item["hidden"])
         if "input_ids" in item:
             return len(item["input_ids"])
         if "pairs" in item:

@@ -64,6 +64,10 @@ class ModelSettings:
     head: str = setting("auto", "classifier head on the pooled vector (auto: mlp; linear for static, whose "
                         "attention pooling already weighs the words)", choices=("auto",) + HEADS)
     last_n: int = setting(1, "blocks trained by the partial regime", minimum=1)
+    cache_lower: bool = setting(False, "partial regime: run the frozen blocks below the last_n trained ones once per "
+                                "text and train the top blocks and the head on their cached output (encoder "
+                                "models; the frozen blocks then run without dropout): epochs after the first "
+                                "cost only the top")
     lora_r: int = setting(16, "LoRA rank", minimum=1)
     lora_alpha: int = setting(32, "LoRA scaling numerator (scale = alpha / r)", above=0)
     lora_dropout: float = setting(0.05, "dropout on the LoRA branch", minimum=0, below=1)
@@ -141,8 +145,12 @@ class TrainSettings:
     eval_every: int = setting(0, "also validate every N training steps inside an epoch, keeping the best weights "
                               "seen (0: at epoch ends only)", minimum=0, metavar="STEPS")
     seed: int = setting(0, "seed for sampling, initialisation and shuffling")
-    group_by_length: bool = setting(False, "shuffle into batches of texts of similar length (a new random order "
+    group_by_length: bool = setting(True, "shuffle into batches of texts of similar length (a new random order "
                                     "each epoch): less padding, faster training")
+    train_embeddings: bool = setting(True, "full regime: also train the word-embedding table (off: it stays as "
+                                     "pretrained, which spares each step its largest gradient and optimizer "
+                                     "update; position embeddings and norms still train; a table tied to an LM "
+                                     "head, and static's table, which is its whole model, train either way)")
     positive_label: str | None = setting("auto", "the positive class of binary metrics", cli=False)
 
 
@@ -241,6 +249,9 @@ def check(values: dict[str, Any], saved: bool = False) -> None:
         for name, f in given.items():
             raise ConfigError(f"{name} {values[name]!r} ({flag_of(f)}) sets the out-of-scope threshold; set "
                               f"out_of_scope (--out-of-scope, the label of texts that fit no class) to use it")
+    if values.get("cache_lower") and values.get("regime", "partial") != "partial":
+        raise ConfigError(f"cache_lower caches the frozen blocks of the partial regime; set regime partial (got "
+                          f"regime {values['regime']!r})")
     stride, window = values.get("chunk_stride"), values.get("max_length", ModelSettings.max_length)
     if stride is not None and window is not None and stride >= window:
         raise ConfigError(f"chunk_stride {stride} must be below max_length {window} (the window): consecutive "

@@ -34,6 +34,9 @@ SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of th
 # What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
 # converted on its first load: 30-48 s here).
 PROBE_GUESS = {"encoder": 10.0, "causal": 30.0}
+# The cached-partial rung trains this many top blocks (fewer when the body has no more than that): the blocks below
+# run once per text (headswap.train.lower_cache), so its epochs after the first cost a fraction of a full one.
+CACHED_TOP = 2
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Rung(PlannedRow):
     head: str | None = None        # the head a frozen rung fits (None: the settings' head)
     head_fit: str = "loop"
     name: str = ""                 # the rung's short name in tables: "logistic head", "linear head", "full", ...
+    last_n: int | None = None      # a cached-partial rung: the top blocks it trains on cached lower blocks
 
     def settings(self, base: dict) -> dict:
         """The run's settings with this rung's own on top."""
@@ -49,6 +53,8 @@ class Rung(PlannedRow):
         if self.head is not None:     # a frozen rung: its head, fitted its way
             out["head"], out["head_fit"] = self.head, self.head_fit
             out["batch_size"] = max(out.get("batch_size") or 0, HEAD_BATCH)
+        if self.last_n is not None:
+            out["last_n"], out["cache_lower"] = self.last_n, True
         return out
 
     @property
@@ -58,7 +64,7 @@ class Rung(PlannedRow):
         # Only the pooled-features-and-head strategies cost the same per text; similarity also encodes every class
         # description at each step (on CLINC150's 151 it took 493 s where encoder-mlp's probe said 216).
         group = "plain" if s.frozen_features and not s.prompted else s.name
-        return self.model, "head-only" if self.regime == "head-only" else self.regime, group
+        return self.model, "partial-cached" if self.last_n else self.regime, group
 
     @property
     def fine_tuning(self) -> bool:
@@ -85,6 +91,11 @@ def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: st
                 rungs.append(Rung(p.model, p.kind, p.strategy, "head-only", HEAD_EPOCHS if how == "loop" else 1,
                                   tier="causal" if causal else "frozen", head=h, head_fit=how,
                                   name=name if name.endswith("head") else f"{name} head"))
+        if frozen and not causal and not s.prompted and p.regime == "full" and regime == "auto":
+            blocks = _blocks(p.model)
+            if blocks > 1:    # between the frozen heads and full fine-tuning
+                rungs.append(Rung(p.model, p.kind, p.strategy, "partial", p.epochs, tier="fine-tune",
+                                  name="partial-cached", last_n=min(CACHED_TOP, blocks - 1)))
         if p.regime != "head-only" or not frozen:
             rungs.append(Rung(p.model, p.kind, p.strategy, p.regime, p.epochs, tier="causal" if causal else "fine-tune",
                               name=p.regime))
@@ -92,6 +103,16 @@ def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: st
     # Stable: within a tier the plan's order (models as given, strategies as listed) until estimates re-sort it.
     rungs.sort(key=lambda r: (order[r.tier], r.regime != "head-only"))
     return rungs, skipped
+
+
+def _blocks(model: str) -> int:
+    """The model's block count from its config (0 when unknown): the cached-partial rung needs one to cache."""
+    from headswap.errors import HeadswapError
+    from headswap.models import block_count
+    try:
+        return block_count(model) or 0
+    except HeadswapError:
+        return 0
 
 
 @dataclass
@@ -133,7 +154,8 @@ class Costs:
         p = self.probe(rung)
         epochs = rung.epochs if epochs is None else epochs
         train = (p.get("train_startup_seconds") or 0.0) + epochs * self.epoch_seconds(rung)
-        if rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded:
+        if (rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded) or rung.last_n:
+            # the frozen body's (or lower blocks') pass over every text, once; a whole forward pass bounds it
             train += (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
         if rung.head_fit == "logistic":
             from headswap.train.logistic import C_GRID

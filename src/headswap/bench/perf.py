@@ -27,3 +27,20 @@ def forward_flops(module: torch.nn.Module, batch: dict) -> int:
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         module(**batch)
     return counter.get_total_flops()
+
+
+def matmul_peak_at_shapes(shapes: list[tuple[int, int, int]], repeats: int = 20) -> dict[str, float]:
+    """Best observed float32 GFLOP/s of (m x k) @ (k x n) for each (m, k, n), at the current thread count: the
+    ceiling for a model's own dense layers, whose row counts (tokens in a batch) are far from a square 1024."""
+    out = {}
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            a @ b
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        out[f"{m}x{k}x{n}"] = 2 * m * k * n / best / 1e9
+    return out

@@ -88,6 +88,9 @@ def _run(args) -> int:
         if blocks is not None and args.last_n > blocks:
             raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
                               f"1 to {blocks} of them")
+        if blocks is not None and args.cache_lower and args.last_n >= blocks:
+            raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; --cache-lower caches the "
+                              f"blocks below the trained ones, so it trains 1 to {blocks - 1} of them")
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
           f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}", file=sys.stderr)
     t0 = time.perf_counter()

@@ -67,9 +67,9 @@ def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
 # Settings that change what training computes: a checkpoint written under other values cannot continue.
 RESUME_KEYS = ("epochs", "batch_size", "head_lr", "body_lr", "weight_decay", "schedule", "warmup_ratio",
                "max_grad_norm", "seed", "metric", "keep_best", "group_by_length", "class_weight", "soft_targets",
-               "max_length")
+               "max_length", "train_embeddings")
 # What a checkpoint written before a key existed trained with.
-_ADDED_LATER = {"group_by_length": False, "class_weight": None, "soft_targets": False}
+_ADDED_LATER = {"group_by_length": False, "class_weight": None, "soft_targets": False, "train_embeddings": True}
 
 
 def data_digest(items: Sequence | None) -> str:
