@@ -243,7 +243,8 @@ def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
                    log=logs.append, body_lr=1e-4, more_epochs=False)
     assert not any(c.get("tuned") for c in results["auto"]["candidates"])
     assert any("body_lr was given (0.0001), so it is kept" in line for line in logs)
-    assert sum(1 for c in results["auto"]["candidates"] if c.get("halving")) == 1
+    # one arm per fine-tuning rung (cached partial and full), none of them a learning-rate variant
+    assert sorted(c["rung"] for c in results["auto"]["candidates"] if c.get("halving")) == ["full", "partial-cached"]
     rc = main(["auto", "--data", str(data), "--budget", "10m", "--model", enc, "--strategies", "encoder-mlp",
                "--out", str(tmp_path / "off"), "--no-lr-search", "--no-more-epochs", "-q"])
     assert rc == 0
