@@ -40,7 +40,8 @@ from headswap import model_dir
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
+# Candidates by default only when installed; timed like the others.
+OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
 LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 LR_TRIES = 4          # most learning rates tried beyond the candidate's own
 # A retrained rate must beat the best validation macro F1 so far by more than this to win or to lead the search
@@ -147,7 +148,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench). lr_search: spend
     what is left on the learning rate of the best trained candidate (see the module docstring). models: None for
-    default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when installed).
+    default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and multilingual-e5-small when installed).
     """
     from headswap import __version__
     from headswap.atomic import write_text
