@@ -116,3 +116,53 @@ def test_the_command_line_warns_of_label_sets_and_of_eval_data_that_is_the_train
     assert [x for x in lines if "is the training file" in x] == [
         f"--eval-data {data} is the training file: its scores are measured on texts the model trained on, so they "
         f"are optimistic; hold out other texts"]
+
+
+@pytest.mark.parametrize("labels, sep", [
+    (["admiration;joy", "joy", "anger;joy", "anger"], ";"),
+    (["admiration,joy", "anger,joy", "anger"], ","),
+    (["a+b", "c+d", "a+d"], "+"),
+    (["C++", "C#", "C++ / C"], None),                                  # '+' with nothing on one side: a name
+    (["yes, please", "no, thanks", "yes, thanks"], None)])             # ', ': prose, not a separator
+def test_label_sets_joined_by_other_separators_are_warned_about(caplog, labels, sep):
+    from headswap.data.multilabel import warn_if_label_sets
+    from headswap.data.once import _warned
+    _warned.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_if_label_sets(labels, "d.csv")
+    found = [m for m in _warnings(caplog) if "--multi-label" in m]
+    assert len(found) == int(sep is not None)
+    if sep:
+        assert f"join names with {sep!r}" in found[0]
+        assert f"pass --multi-label --label-separator '{sep}' (multi_label=True, label_separator={sep!r})" in found[0]
+
+
+def test_the_label_separator_given_is_looked_for_too(caplog):
+    from headswap.data.multilabel import warn_if_label_sets
+    from headswap.data.once import _warned
+    _warned.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_if_label_sets(["a/b", "b/c", "a"], "d.csv", separator="/")
+    assert [m for m in _warnings(caplog) if "join names with '/'" in m]
+
+
+def test_emoji_only_texts_warn_before_and_after_training(tmp_path):
+    """The probe's case in miniature: emoji through a WordPiece vocabulary are all [UNK], so every text is nearly
+    the same input and the loss stays at ln 2. Both are said on the command line, once each."""
+    from tiny_models import make_tiny_wordpiece_encoder
+    enc = make_tiny_wordpiece_encoder(tmp_path / "enc")
+    rows = [("😀 😀", "pos"), ("🎉", "pos"), ("🔥 ❤️", "pos"), ("😢", "neg"), ("😡 😡 😡", "neg"), ("💀", "neg")] * 4
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows), encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "headswap.cli", "train", "--data", str(data), "--model", str(enc),
+                        "--epochs", "2", "--eval-fraction", "0", "--out", str(tmp_path / "m"), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    alike = [x for x in r.stderr.splitlines() if "look alike" in x]
+    assert alike == [f"training data: the texts look alike to {enc}'s tokenizer: 24 of 24 texts (100%) encode to "
+                     f"nothing but the unknown token '[UNK]'; 6 distinct texts encode to 3 distinct inputs, so the "
+                     f"model cannot tell them apart and can only learn the class frequencies; use a model whose "
+                     f"vocabulary covers these texts (emoji or a script it lacks become the unknown token)"]
+    learned = [x for x in r.stderr.splitlines() if "learned (almost) nothing" in x]
+    assert len(learned) == 1 and "(0.6931, the loss of answering the class frequencies for every text, ln 2)" in \
+        learned[0], r.stderr

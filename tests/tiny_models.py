@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 CORPUS = [
@@ -42,6 +42,29 @@ def make_tiny_encoder(folder: Path) -> Path:
     cfg = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=64, max_position_embeddings=512, pad_token_id=0)
     with torch.random.fork_rng():   # the same weights whatever ran before: results may not hang on test order
+        torch.manual_seed(0)
+        BertModel(cfg).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def make_tiny_wordpiece_encoder(folder: Path) -> Path:
+    """make_tiny_encoder with a WordPiece vocabulary of the corpus' words (as MiniLM's, in miniature): what it
+    lacks, emoji above all, becomes [UNK], where the byte-level BPE reads anything."""
+    words = sorted({w for line in CORPUS for w in line.lower().replace(".", " ").replace(":", " ").split()})
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, ".", ":"])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=512, pad_token_id=0)
+    with torch.random.fork_rng():
         torch.manual_seed(0)
         BertModel(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)

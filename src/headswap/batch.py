@@ -298,4 +298,19 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
     if len(ids) != n or not np.array_equal(ids, np.arange(n)):
         raise HeadswapError(f"Ray returned {len(ids)} rows for {n} input rows (lost or duplicated); nothing written")
     write_table(result, out)
+    _warn_ties(result)
     return n
+
+
+def _warn_ties(result) -> None:
+    """A table has one set of columns for every batch, so a tie is not marked per row as `headswap predict`'s JSON
+    lines mark it: it is counted here, once, from the probability columns."""
+    import numpy as np
+
+    from headswap.data.stream import tied_classes, warn_ties
+    if "label" not in result.column_names:      # multi-label: each label has its own threshold, no top to tie
+        return
+    names = [c for c in result.column_names if c.startswith(PROBA_PREFIX)]
+    probs = np.column_stack([result[c].to_numpy() for c in names]) if names and result.num_rows else np.zeros((0, 0))
+    labels = [c[len(PROBA_PREFIX):] for c in names]
+    warn_ties(sum(t is not None for t in tied_classes(probs, labels, result["label"].to_pylist())), result.num_rows)

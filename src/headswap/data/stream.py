@@ -164,6 +164,28 @@ def decisions(clf, probs, oos_score=None) -> tuple[str, list]:
     return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
 
 
+TIE = 1e-6     # top probabilities this close are a tie: the 6 decimals predict writes could not tell them apart
+
+
+def tied_classes(probs, labels: list, answers: list) -> list[list[str] | None]:
+    """Per row of single-label probabilities: the classes tied for the top (within TIE) when the answer is one
+    of two or more of them, else None. A tie's answer is the first tied class in label order (numpy's argmax,
+    as scikit-learn's predict), which decides nothing: predict marks it rather than pass it off as a choice."""
+    out = []
+    for p, answer in zip(probs, answers):
+        top = float(max(p)) if len(p) else 0.0
+        tied = [str(lab) for lab, v in zip(labels, p) if top - float(v) <= TIE]
+        out.append(tied if len(tied) > 1 and answer in tied else None)
+    return out
+
+
+def warn_ties(ties: int, texts: int) -> None:
+    if ties:
+        logger.warning("%d of %d texts are ties: their top classes' probabilities are equal (within %g), so the "
+                       "label given, the first tied class in label order, decides nothing; those rows list the tied "
+                       "classes under \"tied\"", ties, texts, TIE)
+
+
 def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
                    done: int = 0, progress: bool = True, model: str | None = None) -> int:
     """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written.
@@ -176,7 +198,7 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
     written = 0
     # One truncation note for the whole stream, not one per chunk.
     encoder = getattr(clf, "encoder_", None)
-    truncated = 0
+    truncated = ties = 0
     if encoder is not None:
         encoder.quiet = True
     bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=done)
@@ -194,9 +216,13 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
             raise
         truncated += encoder.truncated if encoder is not None else 0
         key, answers = decisions(clf, probs, score)
-        for (number, text), p, answer in zip(chunk, probs, answers):
+        tied = tied_classes(probs, [str(v) for v in labels], answers) if key == "label" else [None] * len(chunk)
+        for (number, text), p, answer, tie in zip(chunk, probs, answers, tied):
             record = {"row": number, "text": text, key: answer,
                       "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}}
+            if tie:     # only on a tie, so every existing reader of the lines reads them as before
+                record["tied"] = tie
+                ties += 1
             if model is not None:
                 record["model"] = model
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -204,6 +230,7 @@ def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size
         written += len(chunk)
         bar.update(len(chunk))
     bar.close()
+    warn_ties(ties, written)
     if encoder is not None:
         encoder.quiet = False
         if truncated:
