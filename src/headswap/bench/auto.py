@@ -162,6 +162,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
     from headswap.settings import check as check_settings
+    from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
@@ -186,9 +187,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     if not models:
         raise ConfigError("no models given")
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
-    ladder, skipped = plan_ladder({m: s.kind for m, s in specs.items()}, names, settings["epochs"], full["regime"],
-                                  full["head"], chunking=full.get("chunk_stride") is not None)
     train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"])
+    models, fits = rank_by_fit(models, train.texts)         # bodies whose vocabulary fits the texts climb first
+    ladder, skipped = plan_ladder({m: specs[m].kind for m in models}, names, settings["epochs"], full["regime"],
+                                  full["head"], chunking=full.get("chunk_stride") is not None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -203,11 +205,13 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
                      "more_epochs": more_epochs,
                      "settings": dict(settings)}}
-    summary = {"budget_seconds": budget_seconds, "candidates": candidates}
+    summary = {"budget_seconds": budget_seconds, "candidates": candidates, "vocabulary_fit": as_record(fits)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
         f"{_fmt_duration(budget_seconds)}; a ladder of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
+    if fit_note(fits):
+        log(fit_note(fits))
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
