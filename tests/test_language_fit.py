@@ -112,9 +112,11 @@ def test_fit_warns_before_training_on_german_and_not_on_english(tmp_path, caplog
 def test_auto_ranks_the_bodies_that_fit_first_and_says_so(monkeypatch):
     tokenizers = {"english": wordpiece(_words(ENGLISH)), "german": wordpiece(_words(GERMAN))}
     # the English tokenizer spells German letter by letter; the German one knows the words
-    monkeypatch.setattr("headswap.models.load_tokenizer", lambda m: tokenizers[m])
-    order, fits = rank_by_fit(["english", "german"], GERMAN)
-    assert order == ["german", "english"] and fits["german"].fits and not fits["english"].fits
+    monkeypatch.setattr("headswap.models.load_tokenizer", lambda m: tokenizers[m])   # KeyError: cannot load
+    order, fits = rank_by_fit(["english", "broken", "german"], GERMAN)
+    assert order == ["broken", "german", "english"] and fits["german"].fits and not fits["english"].fits
+    assert fits["broken"] is None          # unmeasured: not moved down, and its own rungs report why it fails
+    fits.pop("broken")
     note = fit_note(fits)
     assert "english" in note and "(does not fit)" in note and "bodies that fit climb first" in note
     assert rank_by_fit(["english", "german"], ENGLISH)[0] == ["english", "german"]     # both fit: order kept

@@ -88,7 +88,13 @@ def warn_if_language_misfits(tokenizer, texts: Sequence[str], model: str,
 def rank_by_fit(models: Iterable[str], texts: Sequence[str]) -> tuple[list[str], dict[str, LanguageFit | None]]:
     """`models` with those whose vocabulary fits `texts` first (order kept otherwise), and each one's fit."""
     from headswap.models import load_tokenizer
-    fits = {m: language_fit(load_tokenizer(m), texts) for m in models}
+
+    def fit(model: str) -> LanguageFit | None:
+        try:
+            return language_fit(load_tokenizer(model), texts)
+        except Exception:   # noqa: BLE001 - a body that cannot load fails in its own rungs, with its own message
+            return None
+    fits = {m: fit(m) for m in models}
     return sorted(fits, key=lambda m: fits[m] is not None and not fits[m].fits), fits
 
 
