@@ -122,9 +122,10 @@ def ordinary_mode(path) -> None:
 
 
 @contextmanager
-def output_lock(out, flag: str = "--out") -> Iterator[None]:
+def output_lock(out, flag: str = "--out", kind: str = "directory") -> Iterator[None]:
     """Hold OUT for this process while it trains into and saves OUT: a second headswap given the same OUT
-    stops at once with one line instead of the two overwriting each other's checkpoints and files.
+    stops at once with one line instead of the two overwriting each other's checkpoints and files. `kind`: what
+    OUT is ("directory", or "file" for `predict --out`), for that line.
 
     The lock is the file .OUT.lock beside OUT, removed on exit; folders made to hold it are removed again if
     the command left nothing in them (a refused command changes nothing on disk)."""
@@ -139,7 +140,7 @@ def output_lock(out, flag: str = "--out") -> Iterator[None]:
             lock.acquire(timeout=0)
         except Timeout:
             raise HeadswapError(f"{flag} {out} is being written by another headswap process (it holds "
-                                f"{lock.lock_file}); wait for it to finish or give another directory") from None
+                                f"{lock.lock_file}); wait for it to finish or give another {kind}") from None
         except OSError as e:    # a read-only or full folder: said of OUT, not only of a lock file never asked for
             raise HeadswapError(f"{flag} {out}: cannot write in {out.parent} ({e.strerror or e}; the lock file "
                                 f"{Path(lock.lock_file).name} could not be made)") from None

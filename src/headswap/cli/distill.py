@@ -83,8 +83,6 @@ def unlabeled_texts(path: str, text_column: str):
 
 
 def run(args) -> int:
-    from headswap.data.load import check_training_data
-
     check_model_out("--out", args.out)
     params = student_settings(args)
     if params:
@@ -94,6 +92,14 @@ def run(args) -> int:
     out = Path(args.out)
     if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
         raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
+    from headswap.atomic import output_lock
+    with output_lock(args.out):     # held from the start, as train holds it: a second distill into OUT stops at once
+        return _run(args, params)
+
+
+def _run(args, params: dict) -> int:
+    from headswap.data.load import check_training_data
+
     files = data_files(args.data, required=("train",), command="distill")
     train = load(files["train"], args)
     check_training_data(train)
@@ -123,10 +129,8 @@ def run(args) -> int:
                                    **({"eval_texts": val.texts, "eval_labels": val.labels}
                                       if val is not None and args.student == "static" else {}))
     student.distillation_["teacher"] = str(Path(args.teacher).resolve())
-    from headswap.atomic import output_lock
     from headswap.model_dir import save_into
-    with output_lock(args.out):
-        out = save_into(args.out, student.save)
+    out = save_into(args.out, student.save)
     record = student.distillation_
     agreement = f"{record['agreement']:.1%} of the training texts"
     if unlabeled:

@@ -9,7 +9,10 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 from headswap.errors import HeadswapError
 
@@ -51,14 +54,42 @@ def _negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI cancel, `timeout`, `kill`), raised where the program is, as Ctrl-C's KeyboardInterrupt is: the
+    same cleanups then run (the .OUT.lock file and the folders made for it removed, a half-written model folder
+    deleted, the complete rows of `predict --out` kept). Python's default for SIGTERM ends the process at once,
+    without any of them."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)    # a second SIGTERM must not cut the cleanups short (SIGKILL can)
+    raise Terminated()
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():    # signal handlers belong to the main thread
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_negative_values(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        return args.func(args)
+        with _sigterm_as_interrupt():
+            return args.func(args)
     except HeadswapError as e:
         print(f"headswap {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -59,7 +59,7 @@ def run(args) -> int:
     work = _run_ray if args.engine == "ray" else _run_local
     if out_path is None:
         return work(args, None)
-    with output_lock(out_path):     # a second predict into the same --out stops at once instead of interleaving
+    with output_lock(out_path, kind="file"):     # a second predict into the same --out stops at once instead of interleaving
         return work(args, out_path)
 
 

@@ -43,26 +43,14 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from headswap.api import TextClassifier
     from headswap.data.load import check_eval_labels, check_training_data
     from headswap.data.multilabel import check_eval_label_sets, read_label_sets
-    from headswap.metrics import class_list
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
     check_model_out("--out", args.out)
-    clf = TextClassifier(**settings_from(args), progress=not args.quiet,
-                         checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
-    clf.resolved_params()   # every setting checked, and against the strategy, before any data or model loads
-    check_descriptions(args.descriptions)
-    check_class_weight(args.class_weight)
-    check_models("--model", [args.model])
-    if clf.regime_ == "partial":
-        from headswap.models import block_count
-        blocks = block_count(args.model)
-        if blocks is not None and args.last_n > blocks:
-            raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
-                              f"1 to {blocks} of them")
+    # The data first: reading and checking it needs no torch, so a bad file is one line at once, not after the
+    # seconds that importing torch and transformers takes (headswap.api).
     files = data_files(args.data, required=("train",), command="train")
     train = load(files["train"], args)
     if args.multi_label:
@@ -71,7 +59,7 @@ def _run(args) -> int:
         labels = sorted({name for row in train.labels for name in row})
     else:
         train = subsample(train, args.train_limit, args.seed)
-        labels = check_training_data(train)
+        labels = check_training_data(train, args.label_separator)
     if args.metric in BINARY_METRICS and len(labels) != 2:
         raise ConfigError(f"--metric {args.metric} scores the positive class of two-class data; this data has "
                           f"{len(labels)} classes: use macro_{args.metric} or weighted_{args.metric}")
@@ -86,6 +74,20 @@ def _run(args) -> int:
                 check_eval_label_sets(labels, extra, args.label_separator)
             else:
                 check_eval_labels(labels, extra, args.out_of_scope)
+    from headswap.api import TextClassifier
+    from headswap.metrics import class_list
+    clf = TextClassifier(**settings_from(args), progress=not args.quiet,
+                         checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
+    clf.resolved_params()   # every setting checked, and against the strategy, before any model loads
+    check_descriptions(args.descriptions)
+    check_class_weight(args.class_weight)
+    check_models("--model", [args.model])
+    if clf.regime_ == "partial":
+        from headswap.models import block_count
+        blocks = block_count(args.model)
+        if blocks is not None and args.last_n > blocks:
+            raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; the partial regime trains "
+                              f"1 to {blocks} of them")
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
           f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}", file=sys.stderr)
     t0 = time.perf_counter()

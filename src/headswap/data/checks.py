@@ -9,15 +9,17 @@ from headswap.data.once import warn_once
 from headswap.data.records import LabelledData
 from headswap.errors import DataError
 
-def check_training_data(data: LabelledData) -> list[str]:
-    """Check that ``data`` can train a classifier (labelled, at least two classes); return the label names."""
+def check_training_data(data: LabelledData, label_separator: str = "|") -> list[str]:
+    """Check that ``data`` can train a classifier (labelled, at least two classes); return the label names.
+    label_separator: the --label-separator given, looked for (with the usual ones) in labels that look like
+    multi-label sets."""
     if not data.labels:
         raise DataError(f"{data.source}: training data needs labels, and this data has none")
     check_single_labels(data)
     names = data.label_names()
     warn_lookalike_labels(names, data.source)
     from headswap.data.multilabel import warn_if_label_sets
-    warn_if_label_sets(names, data.source)
+    warn_if_label_sets(names, data.source, label_separator)
     if len(names) < 2:
         raise DataError(
             f"{data.source}: training data needs at least 2 classes, but every record "

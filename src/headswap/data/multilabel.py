@@ -121,14 +121,26 @@ def check_eval_label_sets(known: Sequence[str], data, separator: str) -> None:
                             f"Known labels: {', '.join(sorted(known))}")
 
 
+# Separators a label set is commonly written with in one CSV cell ("joy|love", "joy;love", "joy,love",
+# "joy+love"), looked for besides the --label-separator given: a multi-label file with any of them, trained
+# without --multi-label, silently makes every combination a class.
+LOOKALIKE_SEPARATORS = ("|", ";", ",", "+")
+
+
 def warn_if_label_sets(names: Sequence[str], source: str, separator: str = "|") -> None:
-    """Warn when single-label training data looks multi-label: several class names joined by `separator`
-    ('admiration|joy') whose parts recur, so that every combination would silently become a class of its own."""
-    joined = [n for n in names if isinstance(n, str) and separator in n]
-    parts = [p for n in joined for p in n.split(separator)]
-    recurring = len(set(parts)) < len(parts) or any(p in set(names) for p in parts)
-    if len(joined) >= 2 and recurring:
-        warn_once(("label sets", *sorted(joined)), f"{source}: {len(joined)} of the {len(names)} labels join names "
-                  f"with {separator!r} (e.g. {joined[0]!r}), which looks like multi-label data; each combination is "
-                  f"trained as a class of its own: pass --multi-label (multi_label=True) if a text has a set of "
-                  f"labels")
+    """Warn when single-label training data looks multi-label: several class names joined by `separator` or one
+    of LOOKALIKE_SEPARATORS ('admiration|joy', 'admiration;joy') whose parts recur, so that every combination
+    would silently become a class of its own. At most one warning: for the first separator that fits."""
+    for sep in dict.fromkeys((separator, *LOOKALIKE_SEPARATORS)):
+        joined = [n for n in names if isinstance(n, str) and sep in n]
+        parts = [p for n in joined for p in n.split(sep)]
+        if "" in parts or any(p != p.strip() for p in parts):   # 'C++', 'a, b': not names joined by sep
+            continue
+        recurring = len(set(parts)) < len(parts) or any(p in set(names) for p in parts)
+        if len(joined) >= 2 and recurring:
+            how = "--multi-label" if sep == "|" else f"--multi-label --label-separator '{sep}'"
+            warn_once(("label sets", *sorted(joined)), f"{source}: {len(joined)} of the {len(names)} labels join "
+                      f"names with {sep!r} (e.g. {joined[0]!r}), which looks like multi-label data; each combination "
+                      f"is trained as a class of its own: pass {how} (multi_label=True"
+                      f"{'' if sep == '|' else f', label_separator={sep!r}'}) if a text has a set of labels")
+            return
