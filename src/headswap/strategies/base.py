@@ -75,10 +75,22 @@ class Build:
         from headswap.text.encoding import TextEncoder
         from headswap.text.prompts import build_prompt
         self.prompt = build_prompt(self.tokenizer, self.labels, self.descriptions, self.params.get("instruction"),
-                                   letters=letters, multi_label=bool(self.params.get("multi_label")))
+                                   letters=letters, multi_label=bool(self.params.get("multi_label")),
+                                   language=self.prompt_language())
         cached = cache and self.params.get("prefix_cache", True) and supports_prefix_cache(self.base_model())
         return TextEncoder(self.tokenizer, "prompt", self.params["max_length"], prompt=self.prompt,
                            include_prefix=not cached)
+
+    def prompt_language(self) -> str:
+        """The prompt's language, 'auto' resolved: from the training texts when fitting (and saved), as saved
+        when loading; English for a model saved before prompts had a language."""
+        from headswap.text.prompts import prompt_language_of
+        language = self.params.get("prompt_language", "auto")
+        if language == "auto":
+            language = (prompt_language_of(self.texts) if self.texts is not None
+                        else self.restored.get("prompt_language", "en"))
+        self.saved["prompt_language"] = language
+        return language
 
     def body(self):
         """The body module: the base transformer's hidden states; for prompted encoders without the prefix

@@ -3,6 +3,10 @@ shared suffix, so that the prefix can be run once and cached (see fast inference
 
 The class's answer token is computed as it appears right after the suffix (the assistant turn of the
 chat template, or "Answer:" plus a space for a plain LM), not from the bare class name.
+
+The built-in templates come in the languages of settings.PROMPT_LANGUAGES; `auto` takes the training texts'
+language (prompt_language_of), so a German data set gets a German task around its German texts. Class names are
+never translated: they are the answers the model is scored on.
 """
 
 from __future__ import annotations
@@ -20,7 +24,38 @@ MULTI_LABEL_INSTRUCTION = (
     "You tag a text with every one of these classes that applies to it:\n\n{classes}\n\n"
     "Task: Given a text, return the {answer}s of the classes that apply, most fitting first.\n\nText:\n{text}"
 )
+# language: (single-label template, multi-label template, what precedes the answer in a plain LM's prompt,
+# the words {answer} stands for with names and with letters)
+TEMPLATES = {
+    "en": (DEFAULT_INSTRUCTION, MULTI_LABEL_INSTRUCTION, "Answer:", ("name", "letter")),
+    "de": ("Du ordnest einen Text einer dieser Klassen zu:\n\n{classes}\n\n"
+           "Aufgabe: Gib zu einem Text nur den {answer} der Klasse zurück.\n\nText:\n{text}",
+           "Du versiehst einen Text mit jeder dieser Klassen, die auf ihn zutrifft:\n\n{classes}\n\n"
+           "Aufgabe: Gib zu einem Text die {answer} der zutreffenden Klassen zurück, die passendste zuerst."
+           "\n\nText:\n{text}",
+           "Antwort:", ("Namen", "Buchstaben")),
+}
+# Short function words, frequent in any text of their language and rare in the other's: enough to tell German
+# tweets from English messages without a language-identification model.
+_FUNCTION_WORDS = {
+    "en": frozenset("the and is are was to of in that this it you for not with have be on at but what".split()),
+    "de": frozenset("der die das und ist nicht ich du sie wir ein eine mit auf für von zu den dem sich auch "
+                    "es im aber wie wenn noch nur".split()),
+}
 _TEXT = "\x00HEADSWAP_TEXT\x00"
+
+
+def prompt_language_of(texts, sample: int = 2000) -> str:
+    """The built-in prompt language that fits `texts` best: the one whose function words occur most in them
+    (English on a tie, and for texts of any other language)."""
+    counts = dict.fromkeys(_FUNCTION_WORDS, 0)
+    for text in list(texts)[:sample]:
+        for word in str(text).lower().split():
+            word = word.strip(".,;:!?\"'()[]«»„“”")
+            for lang, words in _FUNCTION_WORDS.items():
+                counts[lang] += word in words
+    best = max(counts, key=lambda lang: (counts[lang], lang == "en"))
+    return best if counts[best] else "en"
 
 
 def class_lines(labels: list[str], descriptions: dict[str, str] | None, letters: list[str] | None) -> str:
@@ -51,15 +86,19 @@ class Prompt:
 
 def build_prompt(tokenizer, labels: list[str], descriptions: dict[str, str] | None = None,
                  instruction: str | None = None, letters: bool = False, chat: bool | None = None,
-                 multi_label: bool = False) -> Prompt:
-    """The prompt for `labels`; `instruction` may use {classes}, {answer} and must contain {text}."""
-    instruction = instruction or (MULTI_LABEL_INSTRUCTION if multi_label else DEFAULT_INSTRUCTION)
+                 multi_label: bool = False, language: str = "en") -> Prompt:
+    """The prompt for `labels`; `instruction` may use {classes}, {answer} and must contain {text}. `language`
+    picks the built-in template and the words around it (TEMPLATES); a given instruction is used as written."""
+    if language not in TEMPLATES:
+        raise ConfigError(f"unknown prompt language {language!r}; choose one of {', '.join(TEMPLATES)}")
+    single, multi, answer_cue, answer_words = TEMPLATES[language]
+    instruction = instruction or (multi if multi_label else single)
     if "{text}" not in instruction:
         raise ConfigError("the prompt instruction must contain a {text} placeholder")
     letter_list = proxy_letters(len(labels)) if letters else None
     try:
         body = instruction.format(classes=class_lines(labels, descriptions, letter_list),
-                                  answer="letter" if letters else "name", text=_TEXT)
+                                  answer=answer_words[1] if letters else answer_words[0], text=_TEXT)
     except (KeyError, IndexError) as e:
         raise ConfigError(f"the prompt instruction has an unknown placeholder {e}; "
                           "use {classes}, {answer} and {text}") from None
@@ -72,7 +111,7 @@ def build_prompt(tokenizer, labels: list[str], descriptions: dict[str, str] | No
         # The pieces are encoded without special tokens (encode_plain), so a model whose tokenizer starts every
         # text with BOS (Gemma's, which is lost without it) gets it written into the prompt, as a chat template
         # does ("{{ bos_token }}..."); SmolLM2's adds none.
-        full, sep = leading_bos(tokenizer) + body + "\nAnswer:", " "
+        full, sep = leading_bos(tokenizer) + body + "\n" + answer_cue, " "
     prefix, _, suffix = full.partition(_TEXT)
     return Prompt(prefix, suffix, letter_list or list(labels), sep)
 
