@@ -32,11 +32,10 @@ from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
 from headswap.quiet import stderr_line, tqdm_write
 from headswap.strategies import get
 from headswap.targets import SingleLabel, check_known, read_soft_labels, targets_for
-from headswap.text.vocab_fit import warn_if_inputs_alike
 from headswap.train.logistic import check as check_head_fit
 from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
-from headswap.train.learned import warn_if_nothing_learned
+from headswap.train.learned import check_learned
 from headswap.train.regimes import count_parameters
 
 log = logging.getLogger(__name__)
@@ -162,7 +161,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         self._build(texts=train.texts)
         self.build_seconds_ = time.perf_counter() - t0
-        warn_if_inputs_alike(self.tokenizer_, train.texts, self.model, max_length=self.max_length)
         y_val = target.encode(val.labels, labels) if val is not None else None
         if self.epochs == 0:
             self.trainable_params_ = 0
@@ -218,8 +216,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self.notes_.append(f"training stopped early: {result.stopped}; the best validated weights were kept")
         self.train_seconds_ = time.perf_counter() - t0
         self.history_ = [vars(h) for h in result.history]
-        if soft is None and not target.multi_label and self.strategy != "generate-parse":   # its loss is per token
-            warn_if_nothing_learned(self.history_, train.labels, self.class_weight_)
+        check_learned(self, train.labels, soft_targets=soft is not None, multi_label=target.multi_label)
         self.best_epoch_ = result.best_epoch
         self.trainable_params_ = count_parameters(self.module_)
         self.module_.eval()

@@ -7,6 +7,7 @@ from headswap import model_dir
 from headswap.errors import ConfigError
 from headswap.strategies import Build
 from headswap.text.language_fit import warn_if_language_misfits
+from headswap.text.vocab_fit import warn_if_inputs_alike
 from headswap.train.lora import LoraSettings
 from headswap.train.regimes import prepare
 
@@ -47,6 +48,8 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
     own = getattr(b.encoder, "tokenizer", None)
     clf.tokenizer_ = tokenizer if own is None else own
+    if texts is not None:    # training texts that all encode alike (emoji through MiniLM: [UNK]) teach nothing
+        warn_if_inputs_alike(clf.tokenizer_, texts, clf.model, max_length=clf.max_length)
     clf.model_spec_, clf.encoder_, clf.prompt_ = spec, b.encoder, b.prompt
     clf.saved_, clf.module_ = b.saved, module
     clf.runtime_, clf.param_counts_ = "torch", None

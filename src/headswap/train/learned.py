@@ -50,3 +50,11 @@ def warn_if_nothing_learned(history: Sequence[dict], labels: Sequence, class_wei
               f"the same probabilities; check that the texts encode to distinct inputs for this model, or train "
               f"longer or with a higher learning rate")
     return True
+
+
+def check_learned(clf, labels: Sequence, soft_targets: bool, multi_label: bool) -> bool:
+    """warn_if_nothing_learned for a fitted TextClassifier, where its loss is cross-entropy on class labels: not
+    for soft targets, multi-label data, or generate-parse (its loss is per answer token)."""
+    if soft_targets or multi_label or clf.strategy == "generate-parse":
+        return False
+    return warn_if_nothing_learned(clf.history_, labels, clf.class_weight_)
