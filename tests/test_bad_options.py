@@ -54,7 +54,7 @@ TEXT_CASES = {
     ("auto", "--data"): ["nope"], ("auto", "--model"): ["no-such-model"], ("auto", "--strategies"): ["bogus"],
     ("auto", "--out"): ["{file}"], ("auto", "--prompt"): ["@missing-prompt.txt"],
     ("auto", "--descriptions"): ["missing-descriptions.csv"], ("auto", "--class-weight"): ["missing.json"],
-    ("auto", "--out-of-scope"): [""],
+    ("auto", "--out-of-scope"): [""], ("auto", "--ray-address"): ["127.0.0.1:1"],
     ("export", "--model-dir"): ["nope", "{dir}"], ("export", "--out"): ["{file}"],
     ("distill", "--teacher"): ["nope", "{dir}"], ("distill", "--data"): ["nope"],
     ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],

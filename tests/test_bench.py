@@ -235,6 +235,18 @@ def test_mismatch_only_run_records_skips(tiny_dirs, tmp_path):
     _assert_png(tmp_path / "learning_curves.png")       # empty chart, still a valid PNG
 
 
+def test_a_logistic_head_is_timed_and_runs(tiny_dirs, tmp_path):
+    # its probe once failed while formatting a missing time limit, and the row was recorded as failed
+    _, enc, _, data = tiny_dirs
+    logs = []
+    results = run_bench(data, models=[enc], strategies="encoder-mlp", regime="head-only", head="linear",
+                        head_fit="logistic", zero_shot=False, train_limit=40, test_limit=10, out=tmp_path,
+                        progress=False, log=logs.append)
+    row = [r for r in results["rows"] if r["strategy"] == "encoder-mlp"][0]
+    assert row["status"] == "ok" and row["estimated_seconds"] > 0, row
+    assert any("tiny-enc · encoder-mlp · head-only: estimated" in line for line in logs), logs
+
+
 def test_failing_row_is_recorded(tiny_dirs):
     _, enc, _, data = tiny_dirs
     bench_data = load_bench_data(data, train_limit=20, test_limit=10)

@@ -200,9 +200,11 @@ def test_max_length_is_refused_before_any_weights_load(enc, tmp_path, monkeypatc
     monkeypatch.setattr(models, "load_model", no_loading)
     with pytest.raises(ConfigError, match=r"max_length 513 is more than .* 512 positions; use max_length <= 512"):
         TextClassifier(model=str(enc), epochs=1, progress=False, max_length=513).fit(TEXTS, LABELS)
-    # On the command line: before the data is even read (this --data does not exist), one line, nothing written.
-    r = _cli("train", "--data", tmp_path / "no-such-data", "--model", enc, "--max-length", "1000", "--out",
-             tmp_path / "out", "-q")
+    # On the command line: one line, nothing written. (The data is read first: it needs no torch, so a bad file is
+    # refused at once; this file is good.)
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in zip(TEXTS, LABELS)))
+    r = _cli("train", "--data", data, "--model", enc, "--max-length", "1000", "--out", tmp_path / "out", "-q")
     assert r.returncode == 2
     assert "max_length 1000 is more than" in _one_line(r) and "512 positions" in r.stderr
     assert not (tmp_path / "out").exists()

@@ -196,7 +196,7 @@ class RayArms:
 
         if not ray.is_initialized():
             import logging
-            _check_reachable(address)
+            check_reachable(address)
             try:
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
@@ -256,7 +256,7 @@ class RayArms:
             self.ray.shutdown()
 
 
-def _check_reachable(address: str) -> None:
+def check_reachable(address: str) -> None:
     """One line, at once, for a HOST:PORT or ray://HOST:PORT nothing answers at (ray.init would retry for minutes)."""
     import socket
 

@@ -177,7 +177,8 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
                       batch_size=len(sample) if batches == 1 else batch_size, time_limit=loop_limit)
     clf.fit(sample.texts, sample.labels)
     if p.epochs and (len(clf.history_) < 2 or clf.stopped_) or _over(t0, time_limit):
-        raise ProbeTooSlow(f"timing {2 * per_epoch} training batches took over {time_limit:.0f} s")
+        raise ProbeTooSlow(f"timing {2 * per_epoch} training batches " + (
+            f"took over {time_limit:.0f} s" if time_limit is not None else "gave fewer than two timed epochs"))
     batch_s = startup_s = None
     if p.epochs:
         first, second = (h["seconds"] for h in clf.history_[:2])

@@ -153,7 +153,9 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
                 key = (p.model, p.strategy)
                 try:
                     if key not in probes or (p.epochs and probes[key]["train_batch_seconds"] is None):
-                        probes[key] = probe_timing(p, data.train, settings)
+                        # timed with the loop-trained head, as auto's probes are: a logistic-regression fit has
+                        # no epochs to time, and what it costs is the encoding pass the probe measures anyway
+                        probes[key] = probe_timing(p, data.train, {**settings, "head_fit": "loop"})
                     est = estimate_seconds(probes[key], p.epochs, len(data.train),
                                            len(val) if val is not None else None, len(data.test), batch_size,
                                            p.regime)

@@ -67,6 +67,9 @@ def run(args) -> int:
         from headswap.bench.auto import default_models
         args.models = list(default_models())
     check_arguments(args, "auto")
+    if args.ray_address:     # one line at once for an address nothing answers at, before the data is read
+        from headswap.bench.arms import check_reachable
+        check_reachable(args.ray_address)
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
