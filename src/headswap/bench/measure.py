@@ -13,6 +13,7 @@ import time
 
 from headswap.bench.plan import EVAL_FRACTION, PlannedRow, _classifier
 from headswap.data.load import LabelledData
+from headswap.data.once import muted
 from headswap.data.sampling import stratified_subset
 from headswap.settings import defaults
 
@@ -175,7 +176,8 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     loop_limit = None if time_limit is None else max(0.8 * (time_limit - load_guess), 0.05)
     clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
                       batch_size=len(sample) if batches == 1 else batch_size, time_limit=loop_limit)
-    clf.fit(sample.texts, sample.labels)
+    with muted():
+        clf.fit(sample.texts, sample.labels)
     if p.epochs and (len(clf.history_) < 2 or clf.stopped_) or _over(t0, time_limit):
         raise ProbeTooSlow(f"timing {2 * per_epoch} training batches " + (
             f"took over {time_limit:.0f} s" if time_limit is not None else "gave fewer than two timed epochs"))
