@@ -28,3 +28,13 @@ def one_ray_at_a_time():
     from filelock import FileLock
     with FileLock(os.path.join(tempfile.gettempdir(), "headswap-tests-ray.lock")):
         yield
+
+
+@pytest.fixture
+def fresh_warnings():
+    """The data warnings are once per process (headswap.data.once): a test that expects one starts and ends with
+    none given, whatever other tests on its worker already warned of."""
+    from headswap.data.once import _warned
+    _warned.clear()
+    yield
+    _warned.clear()

@@ -22,6 +22,15 @@ from headswap.tfidf import TfidfClassifier
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+def with_out_of_scope(data, folder):
+    """`folder`: world's data with a few `oos` texts added to each of train, validation and test."""
+    folder.mkdir()
+    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
+        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
+        (folder / name).write_text(rows)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("auto")

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
+from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
 import headswap.bench.climb
 import headswap.bench.measure
@@ -213,11 +213,7 @@ def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_fig
     """The probes fit without validation data: they must not say that the run has none. results.md carries the
     out-of-scope figures results.json has."""
     _, enc, _, data = world
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
-        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
-        (folder / name).write_text(rows)
+    folder = with_out_of_scope(data, tmp_path / "data")
     real = headswap.bench.climb.validation_f1
     monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
     logs = []

@@ -218,9 +218,7 @@ def test_a_read_only_model_folder_is_only_read(models, tmp_path):
     assert rc == 0 and (tmp_path / "ro-eval").is_dir(), err
 
 
-def test_one_letter_texts_train_predict_and_distill(models, tmp_path, caplog):
-    from headswap.data.once import _warned
-    _warned.clear()     # the character-n-grams warning is once per process: another test here may have had it
+def test_one_letter_texts_train_predict_and_distill(models, tmp_path, caplog, fresh_warnings):
     letters = "abcdefghijklmnopqrstuvwxyz"
     data = _csv(tmp_path / "letters.csv", [(c, "vowel" if c in "aeiou" else "consonant") for c in letters * 2])
     rc, _, err = invoke(["train", "--data", str(data), "--model", str(models["enc"]), "--epochs", "1", "--out",

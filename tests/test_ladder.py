@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
+from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
 import headswap.bench.arms
 import headswap.bench.climb
@@ -245,11 +245,7 @@ def test_a_probe_that_overruns_its_limit_says_so(world):
 
 def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_path, monkeypatch):
     _, enc, _, data = world
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for name, n in (("train.csv", 6), ("validation.csv", 3), ("test.csv", 4)):
-        rows = (data / name).read_text() + "".join(f"what is the weather on mars {name} {i},oos\n" for i in range(n))
-        (folder / name).write_text(rows)
+    folder = with_out_of_scope(data, tmp_path / "data")
     real = headswap.bench.arms.slice_points         # the arm's validation points say it beats the baseline
     monkeypatch.setattr(headswap.bench.arms, "slice_points", lambda *a: [(t, v + 1.0) for t, v in real(*a)])
     results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,

@@ -53,10 +53,8 @@ def _words(texts: list[str]) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_warnings():
-    _warned.clear()
+def _fresh_warnings(fresh_warnings):
     yield
-    _warned.clear()
 
 
 def _warnings(caplog) -> list[str]:

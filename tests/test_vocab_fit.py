@@ -13,7 +13,6 @@ import pytest
 from tiny_models import make_tiny_encoder, make_tiny_wordpiece_encoder
 from transformers import AutoTokenizer
 
-from headswap.data.once import _warned
 from headswap.data.stream import tied_classes
 from headswap.teach.tokenizer import ByteTokenizer
 from headswap.text.vocab_fit import SAMPLE, measure, warn_if_inputs_alike
@@ -35,10 +34,8 @@ def bpe(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_warnings():
-    _warned.clear()
+def _fresh_warnings(fresh_warnings):
     yield
-    _warned.clear()
 
 
 def _warnings(caplog) -> list[str]:

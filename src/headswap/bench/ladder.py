@@ -29,7 +29,6 @@ FROZEN_HEADS = (("logistic", "linear", "logistic"), ("linear", "linear", "loop")
 # 13,590 x 384 x 151 on 2 loaded cores (measured on synthetic features), times an assumed ~60 iterations a C
 # (headswap.train.logistic warm-starts its C grid); Costs.learn corrects it from what runs measure.
 LOGISTIC_SECONDS = 5e-8
-MIN_EPOCH_SHARE = 0.25    # a time-bounded fine-tuning rung must be able to train at least this much of an epoch
 SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of the model's load time (at least 2 s)
 # What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
 # converted on its first load: 30-48 s here).
@@ -175,12 +174,6 @@ class Costs:
         if estimated > 0 and measured > 0:
             ratio = self.factor.get(rung.model, 1.0) * measured / estimated
             self.factor[rung.model] = min(max(ratio, 0.5), 3.0)
-
-    def bounded_epochs(self, rung: Rung, seconds: float) -> int:
-        """Epochs of a time-bounded run given `seconds` of training: at least the rung's own, rounded up so the
-        time limit (not the epoch count) ends it."""
-        per = self.epoch_seconds(rung)
-        return max(rung.epochs, math.ceil(seconds / per) if per > 0 else rung.epochs)
 
     def eval_every(self, rung: Rung, epochs: int) -> int:
         """Validate every N steps: about four times an epoch, and at most a fifth of the training time."""
