@@ -118,6 +118,16 @@ def arms_can_run(climb, plans: list) -> bool:
     return least <= min(room / 2, CAP * climb.budget)
 
 
+def _to_beat(climb, entry: dict, before: float | None) -> float:
+    """What an arm's new best must exceed to become what auto ships: the best so far (read before this slice's
+    result updates the arm's entry), plus LR_MARGIN for a learning-rate variant taking the lead from another arm.
+    An arm that already leads ships each improvement: its entry is the best entry, and comparing with the entry
+    after its update would keep its first slice's weights for good."""
+    if climb.best_entry is entry:
+        return before if before is not None else -math.inf
+    return climb.best_entry["validation_macro_f1"] + (LR_MARGIN if entry.get("tuned") else 0.0)
+
+
 def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
             runner=None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
@@ -167,6 +177,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             policy.report(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
                           finished=result.get("finished", False), node=result.get("node"))
             arm, entry = policy.arms[name], jobs[name][2]
+            to_beat = _to_beat(climb, entry, before)
             if result.get("notes"):
                 entry["notes"] = result["notes"]
             if arm.best is not None:
@@ -175,8 +186,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                                    f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
                                    "no validation yet") + (f"; {arm.why}" if arm.why else ""))
             improved = arm.best is not None and (before is None or arm.best > before)
-            margin = LR_MARGIN if entry.get("tuned") else 0.0
-            if clf is not None and improved and arm.best > climb.best_entry["validation_macro_f1"] + margin:
+            if clf is not None and improved and arm.best > to_beat:
                 if isinstance(clf, bytes):
                     best_blob, climb.best = clf, None
                 else:

@@ -1,0 +1,103 @@
+"""auto's fine-tuning arms (headswap.bench.compete) on a fake clock and a fake runner: what auto ships is the arm's
+best weights after its last improving slice, not after its first. No training: slices report given scores."""
+
+from __future__ import annotations
+
+import types
+
+from headswap.bench.compete import compete
+from headswap.bench.ladder import Rung
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class Costs:
+    """What compete asks of auto's cost model: an epoch takes 100 s, loading 5 s, validation is free."""
+    n_train, n_validation, factor = 1600, 0, {}
+
+    def epoch_seconds(self, rung):
+        return 100.0
+
+    def per_text(self, rung):
+        return 0.0
+
+    def probe(self, rung):
+        return {}
+
+    def eval_every(self, rung, epochs):
+        return 25
+
+    def load_seconds(self, rung):
+        return 5.0
+
+    def reserve(self, rung):
+        return 0.0
+
+    def batch(self, rung):
+        return 16
+
+
+class Runner:
+    """Each slice takes its planned seconds on the clock and reports the next of `scores[arm]` at its end; the
+    classifier it returns is a fresh object, so the test can tell which slice's weights auto kept."""
+    parallel = 1
+
+    def __init__(self, clock, scores):
+        self.clock, self.scores, self.started, self.done = clock, scores, [], []
+
+    def start(self, name, rung, settings, seen, best):
+        self.started.append(name)
+        took = settings["time_limit"] + 5.0
+        self.clock.now += took
+        score = self.scores[name].pop(0)
+        clf = types.SimpleNamespace(slice=len(self.started), score=score, set_params=lambda **kw: None)
+        self.done.append((name, clf, {"points": [(took, score)], "history_length": seen + 1, "finished": False}))
+
+    @property
+    def busy(self):
+        return bool(self.done)
+
+    def wait(self):
+        return self.done.pop(0)
+
+    def close(self):
+        pass
+
+
+def climb_for(clock, budget=900.0):
+    baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
+    return types.SimpleNamespace(
+        costs=Costs(), budget=budget, finish=0.0, settings={}, entries=[], best=None, best_entry=baseline,
+        log=lambda msg: None, train=None, validation=None, left=lambda: budget - clock())
+
+
+def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
+    clock = Clock()
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    # it leads after its first slice (0.6 over TF-IDF's 0.5), improves twice, then stops improving
+    runner = Runner(clock, {"enc · encoder-mlp · full": [0.6, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]})
+    climb = climb_for(clock)
+    compete(climb, ([(rung, {}, entry)], [entry]), clock=clock, folder="unused", runner=runner)
+    assert len(runner.started) >= 3
+    assert climb.best_entry is entry and entry["validation_macro_f1"] == 0.8
+    assert climb.best.score == 0.8 and climb.best.slice == 3      # the slice that reached 0.8, not the first
+
+
+def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_ships_its_improvements():
+    clock = Clock()
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    plain = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    tuned = {**plain, "tuned": {"body_lr": 1e-4}}
+    runner = Runner(clock, {"enc · encoder-mlp · full": [0.700] * 10,
+                            "enc · encoder-mlp · full · body_lr 0.0001": [0.703, 0.720, 0.740] + [0.740] * 7})
+    climb = climb_for(clock)
+    compete(climb, ([(rung, {}, plain), (rung, {"body_lr": 1e-4}, tuned)], [plain, tuned]), clock=clock,
+            folder="unused", runner=runner)
+    assert climb.best_entry is tuned and climb.best.score == 0.740
