@@ -101,3 +101,34 @@ def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_sh
     compete(climb, ([(rung, {}, plain), (rung, {"body_lr": 1e-4}, tuned)], [plain, tuned]), clock=clock,
             folder="unused", runner=runner)
     assert climb.best_entry is tuned and climb.best.score == 0.740
+
+
+def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_rungs():
+    """Its cheapest fine-tuning rung says it (probed too dear, or a probe cut short as too slow); the model's later
+    rungs are skipped untimed, and another model's rungs are still timed."""
+    from headswap.bench.compete import prepare
+
+    for too_slow in (False, True):
+        clock, probed = Clock(), []
+        climb = climb_for(clock)
+        climb.costs = Costs()
+        climb.costs.epoch_seconds = lambda rung: 10_000.0 if rung.model == "big" else 100.0
+
+        def probe(rung, entry, most, climb=climb, too_slow=too_slow):
+            probed.append((rung.model, rung.strategy))
+            if too_slow and rung.model == "big":
+                entry.update(status="skipped", reason="too slow for the 14 min left: timing 8 batches took over 9 s")
+                return False
+            return True
+
+        def skip(entry, reason, status="skipped"):
+            entry.update(status=status, reason=reason)
+
+        climb.probe, climb.skip = probe, skip
+        rungs = [Rung("big", "causal", s, "lora", 1, tier="causal") for s in
+                 ("causal-embedding-mlp", "slm-hidden-mlp", "slm-logits")] + \
+                [Rung("enc", "encoder", "encoder-mlp", "full", 1)]
+        plans, entries = prepare(climb, rungs, lr_search=False)
+        assert probed == [("big", "causal-embedding-mlp"), ("enc", "encoder-mlp")]
+        assert [e["reason"].startswith("not timed") for e in entries[1:3]] == [True, True]
+        assert [p[0].model for p in plans] == (["enc"] if too_slow else ["big", "enc"])

@@ -248,7 +248,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         from headswap.bench.arms import RayArms
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
     try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
-        prepared = prepare(climb, fine, lr_search)
+        prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
         climb.arms_follow = arms_can_run(climb, prepared[0])
         with feature_cache():
             climb.run_all([r for r in ladder if not r.fine_tuning])

@@ -47,21 +47,36 @@ def arm_name(entry: dict) -> str:
     return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
 
 
-def prepare(climb, rungs: list, lr_search: bool = True) -> tuple[list, list]:
+def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tuple[list, list]:
     """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
-    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete()."""
-    from headswap.bench.climb import FINAL_MARGIN, entry_for
+    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
+    `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
+    from headswap.bench.climb import FINAL_MARGIN, entry_for, label
 
     plans, entries = [], []
+    dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
     for rung in rungs:
         entry = entry_for(rung)
         entries.append(entry)
         if climb.left() <= FINAL_MARGIN * climb.budget:
             climb.skip(entry, "the budget was spent before this rung")
             continue
-        if not climb.probe(rung, entry, most=_probe_limit(climb, rung)):
+        if rung.model in dear:
+            climb.skip(entry, dear[rung.model], status="skipped")
             continue
-        plans.append((rung, {}, entry))
+        probed = climb.probe(rung, entry, most=_probe_limit(climb, rung))
+        if probed and not _too_dear(climb, rung, parallel):
+            plans.append((rung, {}, entry))
+            continue
+        if probed:
+            plans.append((rung, {}, entry))      # halving says why it gets no slice
+        elif not entry.get("reason", "").startswith("too slow"):
+            continue                             # failed, or not timed for want of time: says nothing of the rest
+        # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
+        # cross-encoder; unprompted LoRA, prompted, generation), so one too dear for a first slice says the same
+        # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
+        dear[rung.model] = f"not timed: {label(entry)} was too dear for a first slice, and this rung costs as much " \
+                           f"a step or more"
     if lr_search and plans and climb.settings.get("body_lr") is not None:
         climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
     for rung, _, entry in list(plans) if lr_search else ():
@@ -79,6 +94,14 @@ def _probe_limit(climb, rung) -> float:
 
     steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * FIRST_SLICE_EPOCHS)
     return 2 * 8 * CAP * climb.budget / steps
+
+
+def _too_dear(climb, rung, parallel: int = 1) -> bool:
+    """Whether the probed rung's least slice is over the 1/3 cap (halving.Halving will not admit it)."""
+    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+
+    epoch, overhead, _ = _costs(climb.costs, rung)
+    return overhead + FIRST_SLICE_EPOCHS * epoch > CAP * climb.budget * max(1, parallel)
 
 
 def _costs(c, rung) -> tuple[float, float, int]:
