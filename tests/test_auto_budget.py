@@ -242,3 +242,30 @@ def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog
     assert results["auto"]["warnings"][0].startswith(said)
     assert f"**Warning:** {said}" in (tmp_path / "out" / "results.md").read_text()
     assert "1 classes" not in caplog.text and "one class has two texts or more" in caplog.text
+
+
+def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit_models_go_last(world, monkeypatch):
+    """With fine-tuning arms to follow, a frozen rung that would take the cheap rungs past a third of the budget
+    is skipped (saying so) even where half of what is left would hold it; a model whose vocabulary does not fit
+    runs its cheap rungs after those of a model that fits, cheaper or not."""
+    from headswap.bench.ladder import Rung
+
+    _, enc, _, _ = world
+    clock = FakeClock()
+    climb, _ = _climb(enc, clock, budget=900.0)
+    probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
+             "train_startup_seconds": 0.0}
+    ran = []
+    estimates = {"fits": 200.0, "misfit": 120.0}
+    monkeypatch.setattr(climb.costs, "estimate", lambda rung, epochs=None: estimates[rung.model])
+    monkeypatch.setattr(climb, "train_rung", lambda rung, entry, **kw: ran.append(rung.model) or
+                        setattr(clock, "now", clock.now + estimates[rung.model]))
+    rungs = [Rung(m, "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="mlp") for m in ("misfit", "fits")]
+    for r in rungs:
+        climb.costs.probes[r.cost_key] = probe
+    climb.arms_follow, climb.misfit = True, {"misfit"}
+    climb.run_all(rungs)
+    assert ran == ["fits"]          # first, though dearer; then 200 + 120 s would pass 300 s, a third of 900
+    skipped = next(e for e in climb.entries if e["model"] == "misfit")
+    assert skipped["status"] == "skipped" and "third of the budget" in skipped["reason"], skipped
+    assert climb.tier_left() == pytest.approx(900.0 / 3 - 200.0)

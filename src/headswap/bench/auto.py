@@ -242,6 +242,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes)
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
                   finish=finish_seconds(len(test)))
+    climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
