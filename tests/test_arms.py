@@ -74,3 +74,20 @@ def test_pack_and_unpack_round_trip_and_refuse_escapes(tmp_path):
     with pytest.raises(ValueError, match="refusing"):
         unpack(buf.getvalue(), tmp_path / "evil")
     assert not (tmp_path / "escape").exists()
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_an_arm_trained_in_slices_says_its_texts_were_truncated_once(world, tmp_path, caplog):
+    _, enc, _, _ = world
+    rung = Rung(enc, "encoder", "encoder-mlp", "full", 2)
+    train, validation = from_lists(TEXTS[::2], LABELS[::2]), from_lists(TEXTS[1::2], LABELS[1::2])
+    base = {"batch_size": 4, "temperature_scaling": False, "progress": False, "max_length": 3,
+            "checkpoint_dir": str(tmp_path / "arm"), "epochs": 2}
+    seen = 0
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            _, result = train_slice(rung, {**base, "time_limit": 1e-3}, train, validation, seen)
+            assert not result.get("error"), result
+            seen = result["history_length"]
+    said = [r.getMessage() for r in caplog.records if "were truncated" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"{len(train)} of {len(train)} training texts"), said

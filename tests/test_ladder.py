@@ -145,8 +145,10 @@ def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, mo
     by_rung = {(c["model_name"], c["tier"], c.get("rung")): c for c in results["auto"]["candidates"][1:]}
     frozen = by_rung[("tiny-enc", "frozen", "logistic head")]
     assert frozen["status"] == "skipped" and frozen["reason"].startswith("estimated 27.8 h, over"), frozen
-    full = by_rung[("tiny-enc", "fine-tune", "full")]      # an arm: a quarter of a 27.8 h epoch is over a third
-    assert full["status"] == "skipped" and "over a third of the budget" in full["reason"], full
+    cached = by_rung[("tiny-enc", "fine-tune", "partial-cached")]  # an arm: a quarter of a 27.8 h epoch is over a third
+    assert cached["status"] == "skipped" and "over a third of the budget" in cached["reason"], cached
+    full = by_rung[("tiny-enc", "fine-tune", "full")]      # the same model's dearer arm: not even timed
+    assert full["status"] == "skipped" and full["reason"].startswith("not timed: ") and "too dear" in full["reason"]
     lora = by_rung[("tiny-causal", "causal", "lora")]
     assert lora["status"] == "skipped" and lora["reason"], lora
     assert all(c.get("reason") for c in results["auto"]["candidates"][1:] if c["status"] == "skipped")

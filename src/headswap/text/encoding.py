@@ -221,7 +221,9 @@ class TextEncoder:
         msg = (f"{self.truncated} of {n} {what} were longer than {self.max_length} tokens and were truncated "
                "(raise max_length to keep more)")
         if not self.quiet:
-            log.warning(msg)
+            # once per process: auto trains an arm in slices, each a fit on the same texts
+            from headswap.data.once import warn_once
+            warn_once(("truncated", msg), msg)
         return msg
 
 
