@@ -276,3 +276,18 @@ def test_a_rung_that_fails_is_recorded_and_the_ladder_goes_on(world, tmp_path, m
     assert by["slm-logits"]["status"] == "failed" and "share the first token" in by["slm-logits"]["error"]
     assert by["slm-logits"]["reason"] == "failed while timing a few batches"
     assert by["slm-letters"]["status"] == "ran" and by["encoder-mlp"]["status"] == "ran"
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_a_probe_says_nothing_of_its_texts_the_real_fit_will_say(world, caplog):
+    """Truncated texts are said once, by the fit that trains on them: the probe's few batches and its timed
+    predictions (2, then up to 64 texts: one line each before) stay silent."""
+    from headswap.bench.ladder import Rung
+    from headswap.bench.measure import probe_timing
+    from headswap.data.load import from_lists
+    _, enc, _, _ = world
+    data = from_lists(TEXTS, LABELS)
+    with caplog.at_level("WARNING"):
+        probe_timing(Rung(enc, "encoder", "encoder-mlp", "full", 1), data,
+                     {"progress": False, "batch_size": 4, "max_length": 3}, batches=2, time_limit=60)
+    assert not [r for r in caplog.records if "truncated" in r.getMessage()]
