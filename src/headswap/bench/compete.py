@@ -52,6 +52,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
     `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
     from headswap.bench.climb import FINAL_MARGIN, entry_for, label
+    from headswap.bench.halving import CAP
 
     plans, entries = [], []
     dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
@@ -62,14 +63,12 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
             climb.skip(entry, "the budget was spent before this rung")
             continue
         if rung.model in dear:
-            climb.skip(entry, dear[rung.model], status="skipped")
+            climb.skip(entry, dear[rung.model])
             continue
-        probed = climb.probe(rung, entry, most=_probe_limit(climb, rung))
-        if probed and not _too_dear(climb, rung, parallel):
-            plans.append((rung, {}, entry))
-            continue
-        if probed:
-            plans.append((rung, {}, entry))      # halving says why it gets no slice
+        if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
+            plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
+            if _least_slice(climb.costs, rung) <= CAP * climb.budget * max(1, parallel):
+                continue
         elif not entry.get("reason", "").startswith("too slow"):
             continue                             # failed, or not timed for want of time: says nothing of the rest
         # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
@@ -96,12 +95,12 @@ def _probe_limit(climb, rung) -> float:
     return 2 * 8 * CAP * climb.budget / steps
 
 
-def _too_dear(climb, rung, parallel: int = 1) -> bool:
-    """Whether the probed rung's least slice is over the 1/3 cap (halving.Halving will not admit it)."""
-    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+def _least_slice(c, rung) -> float:
+    """The probed rung's least useful slice, as halving.Arm counts it (its overhead and a first share of an epoch)."""
+    from headswap.bench.halving import Arm
 
-    epoch, overhead, _ = _costs(climb.costs, rung)
-    return overhead + FIRST_SLICE_EPOCHS * epoch > CAP * climb.budget * max(1, parallel)
+    epoch, overhead, _ = _costs(c, rung)
+    return Arm("", epoch, overhead).least_slice
 
 
 def _costs(c, rung) -> tuple[float, float, int]:
@@ -117,13 +116,11 @@ def _reserve(climb, plans: list) -> float:
     """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
     (an arm too dear for that does not decide how much the others keep back)."""
     from headswap.bench.climb import FINAL_MARGIN
-    from headswap.bench.halving import FIRST_SLICE_EPOCHS
 
     c, left = climb.costs, climb.left() - climb.finish - FINAL_MARGIN * climb.budget
     fits = []
     for rung, _, _ in plans:
-        epoch, overhead, _ = _costs(c, rung)
-        if overhead + FIRST_SLICE_EPOCHS * epoch + c.reserve(rung) <= left:
+        if _least_slice(c, rung) + c.reserve(rung) <= left:
             fits.append(c.reserve(rung))
     return max(fits) if fits else min(c.reserve(r) for r, _, _ in plans)
 
@@ -132,12 +129,12 @@ def arms_can_run(climb, plans: list) -> bool:
     """Whether any arm's first slice fits half of what is left (after the room to ship) and the 1/3 cap: only then
     do the cheap rungs leave half of what is left to the arms."""
     from headswap.bench.climb import FINAL_MARGIN
-    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+    from headswap.bench.halving import CAP
 
     if not plans:
         return False
     room = climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
-    least = min(o + FIRST_SLICE_EPOCHS * e for e, o, _ in (_costs(climb.costs, r) for r, _, _ in plans))
+    least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
     return least <= min(room / 2, CAP * climb.budget)
 
 
