@@ -167,3 +167,25 @@ def test_only_a_transformer_bodys_table_is_frozen_not_statics():
             super().__init__()
             self.embeddings = nn.Embedding(50, 8)
     assert word_embeddings(Static()) is None and word_embeddings(TinyTransformer(TinyConfig())) is None
+
+
+# ---- mixed precision ------------------------------------------------------------------------------------------
+
+
+def test_a_model_fitted_under_autocast_predicts_in_float32_as_it_reloads(encoder, tmp_path, monkeypatch):
+    """accelerate wraps a module's forward in autocast in place when asked for bf16 (`accelerate launch
+    --mixed_precision bf16`, or its environment); after fit the wrapper is gone: the fitted classifier's
+    probabilities are those of the saved float32 weights, not bf16 roundings of them."""
+    from accelerate.state import AcceleratorState
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    AcceleratorState._reset_state()           # the precision is fixed once per process state
+    try:
+        clf = TextClassifier(strategy="encoder-mlp", model=encoder, regime="full", epochs=1, batch_size=8,
+                             progress=False, seed=0, temperature_scaling=False).fit(TEXTS, LABELS)
+        assert "_original_forward" not in clf.module_.__dict__
+        fitted = clf.predict_proba(TEXTS[:8])
+        loaded = TextClassifier.load(clf.save(tmp_path / "m"), progress=False).predict_proba(TEXTS[:8])
+    finally:
+        AcceleratorState._reset_state()
+    assert abs(fitted - loaded).max() < 1e-6

@@ -43,7 +43,7 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
 
     if not isinstance(head, torch.nn.Linear):
         raise ConfigError(f"head_fit 'logistic' needs a linear head, got {type(head).__name__}")
-    x = torch.stack([it["features"] for it in train_items]).double().numpy()
+    x = torch.stack([it["features"] for it in train_items]).double().cpu().numpy()
     y = np.array([int(it["label"]) for it in train_items])
     k = head.out_features
     scaler = StandardScaler().fit(x)
@@ -69,8 +69,8 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
         entry = EpochLog(len(history) + 1, loss, time.perf_counter() - t0, steps=int(np.max(lr.n_iter_)))
         logits = None
         if val is not None:
-            with torch.no_grad():
-                logits = head(val)
+            with torch.no_grad():      # the head sits where it trains (a GPU), the features where they were kept
+                logits = head(val.to(head.weight.device)).cpu()
             entry.metrics, entry.score = score(logits)
         history.append(entry)
         if log:
