@@ -89,7 +89,8 @@ def _summary(results: dict) -> dict:
                 f"Python {machine['python']}" if machine.get("python") else None,
                 (f"torch {machine['torch']}" + (f" with {machine['torch_threads']} threads"
                                                 if machine.get("torch_threads") else ""))
-                if machine.get("torch") else None]
+                if machine.get("torch") else None,
+                f"GPU {machine['gpu']}" if machine.get("gpu") else None]
         pairs.append(("machine", " · ".join(b for b in bits if b)))
     if args.get("data_dir"):
         pairs.append(("data", _code(args["data_dir"])))

@@ -286,6 +286,8 @@ def _machine() -> dict:
     info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
             "python": platform.python_version(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "torch_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():     # where fit() trains (accelerate's choice): the report says so
+        info["gpu"] = torch.cuda.get_device_name(0)
     if hasattr(os, "sched_getaffinity"):
         info["cpus_usable"] = len(os.sched_getaffinity(0))
     try:

@@ -84,8 +84,9 @@ def render_markdown(results: dict) -> str:
     meta, rows = results["meta"], results["rows"]
     machine, data = meta["machine"], meta["data"]
     lines = ["# headswap bench", ""]
+    gpu = f"GPU {machine['gpu']} · " if machine.get("gpu") else ""
     lines.append(f"{meta['date']} · {machine['platform']} · {machine['cpu_count']} CPUs · "
-                 f"torch {machine['torch']} with {machine['torch_threads']} threads · "
+                 f"torch {machine['torch']} with {machine['torch_threads']} threads · {gpu}"
                  f"headswap {meta['headswap_version']}")
     lines.append("")
     args = meta["args"]
