@@ -189,3 +189,30 @@ def test_a_model_fitted_under_autocast_predicts_in_float32_as_it_reloads(encoder
     finally:
         AcceleratorState._reset_state()
     assert abs(fitted - loaded).max() < 1e-6
+
+
+def test_fits_on_the_same_body_and_texts_share_one_pass_of_the_lower_blocks(encoder, monkeypatch):
+    """Inside feature_cache() (auto's arms), each slice of a cached-partial arm and each of its learning-rate
+    variants is a fit of its own: the lower blocks run once for all of them, and the fits train as without it."""
+    from headswap.inference import feature_cache
+    from headswap.train.lower_cache import LowerCache
+
+    passes = []
+    lower = LowerCache.lower
+
+    def counted(self, items, *args, **kwargs):
+        passes.append(len(items))
+        return lower(self, items, *args, **kwargs)
+    monkeypatch.setattr(LowerCache, "lower", counted)
+    kw = dict(strategy="encoder-mlp", model=encoder, regime="partial", last_n=1, cache_lower=True, epochs=2,
+              batch_size=8, progress=False, seed=3)
+    alone = TextClassifier(body_lr=1e-3, **kw).fit(TEXTS[:40], LABELS[:40], eval_texts=TEXTS[40:],
+                                                   eval_labels=LABELS[40:]).predict_proba(TEXTS[:6])
+    assert len(passes) == 2                   # training and validation items
+    with feature_cache():
+        shared = [TextClassifier(body_lr=lr, **kw).fit(TEXTS[:40], LABELS[:40], eval_texts=TEXTS[40:],
+                                                       eval_labels=LABELS[40:]).predict_proba(TEXTS[:6])
+                  for lr in (1e-3, 1e-2)]
+    assert len(passes) == 4                   # once for both fits
+    assert abs(shared[0] - alone).max() < 1e-6
+    assert abs(shared[1] - alone).max() > 1e-4     # the second fit trained on its own (another learning rate)

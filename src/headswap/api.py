@@ -204,7 +204,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         elif self.regime_ == "partial" and self.cache_lower:    # the frozen lower blocks run once per text
             from headswap.train.lower_cache import build_cache
             train_items, val_items, module, collate = build_cache(module, self.last_n, train_items, val_items,
-                                                                  collate, self.eval_batch_size)
+                                                                  collate, self.eval_batch_size, self._body_key())
         trainer = train_logistic if self.head_fit == "logistic" else partial(
             fit, collate=collate, notify=stderr_line if not self.progress else tqdm_write)
         result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
@@ -235,9 +235,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
         from headswap.train.checkpoint import data_digest
 
-        # Only a body as pretrained gives features another fit can reuse (setfit tunes its body first).
-        body = None if self.body_tuning_ is not None else (
-            str(self.model), self.strategy, self.pooling, self.max_length, self.chunk_stride, self.instruction)
+        body = self._body_key()
 
         def cached(items, desc):
             key = None if body is None else body + (data_digest([it["input_ids"] if isinstance(it, dict) and
@@ -248,6 +246,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         val = cached(val_items, "caching validation features") if val_items else None
         return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),
                 collate_features)
+
+    def _body_key(self) -> tuple | None:
+        """What names the pretrained body and its text encoding for feature_cache(); None when the body was tuned
+        in this fit (setfit's pairs) and its outputs are this fit's alone."""
+        if self.body_tuning_ is not None:
+            return None
+        return str(self.model), self.strategy, self.pooling, self.max_length, self.chunk_stride, self.instruction
 
     def _validation_logits(self, items, logits, y):
         """One row per validation text; with chunk_aggregate 'auto', first the aggregation that scores better

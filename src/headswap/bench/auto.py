@@ -257,7 +257,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         if runner is not None:
             runner.close()
         raise
-    compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
+    with feature_cache():     # an arm's slices (and its learning-rate variants) share one pass of frozen blocks
+        compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry

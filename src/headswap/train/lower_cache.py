@@ -147,16 +147,26 @@ def collate_hidden(items: list[dict]) -> dict:
 
 
 def build_cache(classifier: nn.Module, last_n: int, items: Sequence[dict], eval_items: Sequence[dict] | None,
-                collate, batch_size: int):
+                collate, batch_size: int, body_key: tuple | None = None):
     """(cached training items, cached validation items or None, the TopOnCache module, its collate). Cached items
     keep their token ids (what out-of-scope statistics and length grouping read) beside the hidden states. Raises
     ConfigError when the body is not one whose top can be run from a cache, or when the cached path's logits
-    differ from the uncached ones on the first texts."""
+    differ from the uncached ones on the first texts.
+
+    body_key names the pretrained body and its text encoding; with it, inside an open inference.feature_cache(),
+    fits on the same body and items share one pass of the lower blocks (auto's slices of an arm, and its
+    learning-rate variants, each a fit of its own)."""
+    from headswap.inference import cached_features
+    from headswap.train.checkpoint import data_digest
+
     cache = LowerCache(classifier, last_n)
     top = TopOnCache(cache)
 
     def cached(part):
-        return [{**it, "hidden": h} for it, h in zip(part, cache.lower(part, collate, batch_size))]
+        key = None if body_key is None else body_key + ("lower", cache.split, data_digest(
+            [it["input_ids"] for it in part]))
+        hidden = cached_features(key, lambda: cache.lower(part, collate, batch_size))
+        return [{**it, "hidden": h} for it, h in zip(part, hidden)]
     train = cached(items)
     probe = list(items[:4])
     with torch.inference_mode():
