@@ -14,6 +14,7 @@ from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data o
 from test_ladder import LABELS, TEXTS
 
 import headswap.train.loop
+from headswap.api import TextClassifier
 from headswap.bench.arms import pack, slice_points, train_slice, unpack
 from headswap.bench.ladder import Rung
 from headswap.data.load import from_lists
@@ -91,3 +92,20 @@ def test_an_arm_trained_in_slices_says_its_texts_were_truncated_once(world, tmp_
             seen = result["history_length"]
     said = [r.getMessage() for r in caplog.records if "were truncated" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith(f"{len(train)} of {len(train)} training texts"), said
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_a_slice_does_not_say_the_model_learned_nothing_but_a_whole_fit_does(world, tmp_path, caplog):
+    """A slice is a fraction of an arm's training: its loss has not left the start yet, and auto's arms printed
+    'learned nothing' after their first slices. A plain fit that learns nothing still says it."""
+    _, enc, _, _ = world
+    rung = Rung(enc, "encoder", "encoder-mlp", "full", 1)
+    train, validation = from_lists(TEXTS[::2], LABELS[::2]), from_lists(TEXTS[1::2], LABELS[1::2])
+    frozen = {"batch_size": 4, "temperature_scaling": False, "progress": False, "epochs": 1, "head_lr": 1e-12,
+              "body_lr": 1e-12}
+    with caplog.at_level("WARNING"):
+        _, result = train_slice(rung, {**frozen, "checkpoint_dir": str(tmp_path / "arm")}, train, validation, 0)
+        assert not result.get("error"), result
+        assert not [r for r in caplog.records if "learned (almost) nothing" in r.getMessage()]
+        TextClassifier(model=enc, **frozen).fit(train.texts, train.labels)
+    assert [r for r in caplog.records if "learned (almost) nothing" in r.getMessage()]

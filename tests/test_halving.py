@@ -127,3 +127,16 @@ def test_parallel_slots_run_a_round_at_once_and_failures_stop_an_arm():
     assert policy.arms["arm3"].status == "failed" and "out of memory" in policy.arms["arm3"].why
     second = policy.next()
     assert sorted(s.arm for s in second) == ["arm1", "arm2"]      # the better half of the three that ran
+
+
+def test_an_arm_refused_a_first_slice_is_not_replaced_by_a_later_one_that_costs_about_the_same():
+    """Two rungs of one cost are probed a few percent apart: the ladder's order decides between them, not the noise
+    (emotion's 15-minute run admitted similarity in place of encoder-mlp full, 2.3 against 2.5 min). A later arm
+    that is clearly cheaper (a learning-rate variant of a cheap arm) still gets in."""
+    arms = [Arm("cached", 60.0, 20.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
+            Arm("cached lr", 60.0, 20.0)]
+    policy = Halving(arms, 500.0, Clock())
+    assert policy.queue == ["cached", "cached lr"]
+    assert policy.arms["full"].kind == policy.arms["similarity"].kind == "not admitted"
+    assert "costs about as much" in policy.arms["similarity"].why
+    assert "costs about as much" not in policy.arms["full"].why

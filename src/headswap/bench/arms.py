@@ -49,13 +49,14 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     (the classifier or None, {points, finished, history_length, error, seconds})."""
     from headswap.bench.plan import _classifier
     from headswap.bench.report import _error_fields
+    from headswap.train.learned import slices_of_a_run
 
     t0 = time.perf_counter()
     settings = {**settings, "resume": Path(settings["checkpoint_dir"]).is_dir()}
     said = io.StringIO()
     try:
         clf = _classifier(rung, settings, epochs=settings["epochs"])
-        with contextlib.redirect_stderr(said):     # the loop's resume lines: one per slice, nothing to act on
+        with contextlib.redirect_stderr(said), slices_of_a_run():   # resume lines: one per slice, nothing to act on
             clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
     except Exception as e:  # one arm's failure must not end the run
         return None, {"error": _error_fields(e)["error"], "points": [], "finished": False, "history_length": seen,

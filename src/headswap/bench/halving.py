@@ -9,9 +9,10 @@ every slice costs besides training: loading the model, the loop's start-up, the 
 1. Admission. An arm's least useful slice is its overhead plus FIRST_SLICE_EPOCHS of an epoch. An arm whose least
    slice is over a third of the budget cannot run (the 1/3 rule below would stop it before it could lead); it says
    so. The rest are admitted in the order given (auto gives the rungs in ladder order, then their learning-rate
-   variants), each while the budget still gives it and those before it a first slice: n arms play ceil(log2 n) halving rounds and then a leader phase, each round gets about an equal share
-   of what is left, and a round's share must hold every admitted arm's slice. The rest say that the budget gave
-   a first slice to the arms before them. So the slices follow from the estimates: a 5-minute budget admits one
+   variants), each while the budget still gives it and those before it a first slice, and, after an arm was
+   refused, only if it is clearly cheaper (SAME_COST): n arms play ceil(log2 n) halving rounds and then a leader
+   phase, each round gets about an equal share of what is left, and a round's share must hold every admitted arm's
+   slice. The rest say that the budget gave a first slice to the arms before them. So the slices follow from the estimates: a 5-minute budget admits one
    or two arms for a fraction of an epoch each, a 2-hour budget all of them for whole epochs.
 2. Rounds. In round r every surviving arm gets a slice of the same wall-clock seconds (what is left over the
    rounds still to play and the leader phase, over the arms that run one after another: `parallel` run at once).
@@ -46,6 +47,10 @@ ETA = 2                     # survivors per round: the better 1/ETA
 CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation
 FIRST_SLICE_EPOCHS = 0.25   # the least share of an epoch a slice trains to say anything on validation
 IMPROVEMENT = 1e-4          # a leader's slice must raise its best validation score by more than this to go on
+# Once an arm is refused a first slice, a later one is admitted only if its least slice is under this share of the
+# refused arm's: probes of rungs that cost the same differ by 5-10% from run to run, and such noise must not put a
+# later rung (similarity) in place of an earlier one (encoder-mlp full) that costs the same.
+SAME_COST = 0.8
 
 
 @dataclass
@@ -136,11 +141,15 @@ class Halving:
                            f"budget ({_s(self.cap)})", "not run")
             else:
                 fit.append(a)
-        admitted = []
+        admitted, refused = [], math.inf
         for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
-            if self._fits(admitted + [a], budget):
+            if a.least_slice < SAME_COST * refused and self._fits(admitted + [a], budget):
                 admitted.append(a)
+            elif a.least_slice >= SAME_COST * refused:
+                self._stop(a, "not admitted", f"an arm before it that costs about as much ({_s(refused)} at least) "
+                                              f"got no first slice", "not run")
             else:
+                refused = min(refused, a.least_slice)
                 self._stop(a, "not admitted", f"the budget gives a first slice to {len(admitted)} arm(s) before it, "
                                               f"and not to this one too (it needs {_s(a.least_slice)} at least)",
                            "not run")

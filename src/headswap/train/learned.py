@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 from headswap.data.once import warn_once
 
@@ -21,6 +22,18 @@ from headswap.data.once import warn_once
 # exactly, on emoji-only texts through MiniLM), and the epoch's mean loss of a model that does learn falls well
 # past 5% within its first epochs; a slow start that is still within it is worth the line too.
 TOLERANCE = 0.05
+_slices = [0]
+
+
+@contextmanager
+def slices_of_a_run():
+    """Inside, each fit is one time-bounded slice of a longer run (auto's arms): a slice's first steps say nothing of
+    what the run learns, so check_learned stays quiet; the other warnings still come."""
+    _slices[0] += 1
+    try:
+        yield
+    finally:
+        _slices[0] -= 1
 
 
 def constant_loss(labels: Sequence, class_weight: dict | None = None) -> float:
@@ -55,6 +68,6 @@ def warn_if_nothing_learned(history: Sequence[dict], labels: Sequence, class_wei
 def check_learned(clf, labels: Sequence, soft_targets: bool, multi_label: bool) -> bool:
     """warn_if_nothing_learned for a fitted TextClassifier, where its loss is cross-entropy on class labels: not
     for soft targets, multi-label data, or generate-parse (its loss is per answer token)."""
-    if soft_targets or multi_label or clf.strategy == "generate-parse":
+    if soft_targets or multi_label or clf.strategy == "generate-parse" or _slices[0]:
         return False
     return warn_if_nothing_learned(clf.history_, labels, clf.class_weight_)
