@@ -48,16 +48,20 @@ class Runner:
     classifier it returns is a fresh object, so the test can tell which slice's weights auto kept."""
     parallel = 1
 
-    def __init__(self, clock, scores):
+    def __init__(self, clock, scores, better=None):
         self.clock, self.scores, self.started, self.done = clock, scores, [], []
+        self.better = better or {}     # arm: whether each slice's fit beat its earlier ones (ties: lower loss)
 
-    def start(self, name, rung, settings, seen, best):
+    def start(self, name, rung, settings, seen):
         self.started.append(name)
         took = settings["time_limit"] + 5.0
         self.clock.now += took
         score = self.scores[name].pop(0)
         clf = types.SimpleNamespace(slice=len(self.started), score=score, set_params=lambda **kw: None)
-        self.done.append((name, clf, {"points": [(took, score)], "history_length": seen + 1, "finished": False}))
+        result = {"points": [(took, score)], "history_length": seen + 1, "finished": False}
+        if name in self.better:
+            result["better"] = self.better[name].pop(0)
+        self.done.append((name, clf, result))
 
     @property
     def busy(self):
@@ -88,6 +92,19 @@ def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
     assert len(runner.started) >= 3
     assert climb.best_entry is entry and entry["validation_macro_f1"] == 0.8
     assert climb.best.score == 0.8 and climb.best.slice == 3      # the slice that reached 0.8, not the first
+
+
+def test_a_leader_whose_score_saturates_ships_the_slice_that_ties_it_at_a_lower_validation_loss():
+    """SMS spam: validation macro F1 reaches 1.0 in the first slice, and later slices can only tie it; the training
+    loop keeps a tie at a lower validation loss, and auto ships that slice, not the first to reach 1.0."""
+    clock = Clock()
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    runner = Runner(clock, {"enc · encoder-mlp · full": [1.0] * 8},
+                    better={"enc · encoder-mlp · full": [True, True, False] + [False] * 5})
+    climb = climb_for(clock)
+    compete(climb, ([(rung, {}, entry)], [entry]), clock=clock, folder="unused", runner=runner)
+    assert climb.best_entry is entry and climb.best.slice == 2
 
 
 def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_ships_its_improvements():

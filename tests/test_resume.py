@@ -298,3 +298,21 @@ def test_sigkilled_training_resumes_from_its_checkpoint(tmp_path, capsys):
     assert got["history"] == ref["history"] and got["accuracy"] == ref["accuracy"]
     _same_weights(load_file(str(tmp_path / "resumed" / "model.safetensors")),
                   load_file(str(tmp_path / "ref" / "model.safetensors")))
+
+
+# ---- the best epoch --------------------------------------------------------------------------------------------
+
+
+def test_the_best_epoch_is_a_higher_score_or_the_same_score_at_a_lower_validation_loss(reference):
+    """A metric that saturates (accuracy 1.0 on a small validation set) ties from epoch to epoch; the first epoch to
+    reach it must not be kept over a better-trained one. The loss breaks the tie, and only a tie."""
+    from headswap.train.checkpoint import better_than
+
+    assert better_than(0.9, 0.5, None, None) and better_than(0.91, 0.9, 0.9, 0.1)
+    assert better_than(1.0, 0.05, 1.0, 0.2) and not better_than(1.0, 0.2, 1.0, 0.05)
+    assert not better_than(0.89, 0.01, 0.9, 0.5) and not better_than(1.0, None, 1.0, 0.2)
+    result, _ = reference
+    losses = [h.val_loss for h in result.history]
+    assert all(isinstance(v, float) and v > 0 for v in losses)
+    key = [(h.score, -h.val_loss) for h in result.history]
+    assert key.index(max(key)) + 1 == result.best_epoch

@@ -114,7 +114,8 @@ class TrainSettings:
     max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none)", minimum=0)
     metric: str = setting("macro_f1", "validation metric that picks the best epoch (f1, precision, recall: "
                           "of the positive class, two-class data only; micro_f1, samples_f1: multi-label only; "
-                          "accuracy is subset accuracy for multi-label)", choices=METRICS)
+                          "accuracy is subset accuracy for multi-label; on a tie, the lower validation loss wins, "
+                          "single-label)", choices=METRICS)
     eval_fraction: float = setting(0.1, "share of the training data held out for validation when none is given",
                                    minimum=0, below=1)
     class_weight: Any = setting(None, "weight of each class in the loss: balanced (scikit-learn's: n / (classes x "

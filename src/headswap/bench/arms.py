@@ -49,6 +49,7 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     (the classifier or None, {points, finished, history_length, error, seconds})."""
     from headswap.bench.plan import _classifier
     from headswap.bench.report import _error_fields
+    from headswap.train.checkpoint import better_than
     from headswap.train.learned import slices_of_a_run
 
     t0 = time.perf_counter()
@@ -69,7 +70,19 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     history = clf.history_ or []
     points = slice_points(history, seen, clf.build_seconds_, clf.train_seconds_, spe)
     return clf, {"points": points, "finished": clf.stopped_ is None, "history_length": len(history),
+                 "better": better_than(*_best(history[seen:]), *_best(history[:seen])),
                  "notes": list(clf.notes_), "seconds": time.perf_counter() - t0}
+
+
+def _best(history: list[dict]) -> tuple:
+    """The best (validation score, validation loss) of these history entries, as the training loop ranks them."""
+    from headswap.train.checkpoint import better_than
+
+    best = (None, None)
+    for h in history:
+        if better_than(h.get("score"), h.get("val_loss"), *best):
+            best = (h.get("score"), h.get("val_loss"))
+    return best
 
 
 def clean_for_shipping(clf) -> None:
@@ -86,7 +99,7 @@ class LocalArms:
         self.train, self.validation, self.folder = train, validation, Path(folder)
         self.done: list[tuple[str, object, dict]] = []
 
-    def start(self, name: str, rung, settings: dict, seen: int, best: float | None) -> None:
+    def start(self, name: str, rung, settings: dict, seen: int) -> None:
         settings = {**settings, "checkpoint_dir": str(self.folder / _slug(name))}
         clf, result = train_slice(rung, settings, self.train, self.validation, seen)
         self.done.append((name, clf, result))
@@ -142,7 +155,7 @@ def _model_here(ref: str, blob: bytes | None) -> str:
 
 
 def remote_slice(rung, settings: dict, data, model_blob: bytes | None, checkpoint: bytes | None, seen: int,
-                 best: float | None, driver_ref: str | None, threads: int) -> dict:
+                 driver_ref: str | None, threads: int) -> dict:
     """A slice on a Ray worker: the arm's checkpoint and model arrive as bytes, and leave as bytes (the model only
     when this slice improved the arm's best; its base-model reference rewritten to the driver's)."""
     import ray
@@ -159,8 +172,7 @@ def remote_slice(rung, settings: dict, data, model_blob: bytes | None, checkpoin
                                   seen)
         result["node"] = ray.get_runtime_context().get_node_id()
         result["checkpoint"] = pack(ckpt_dir) if ckpt_dir.is_dir() else checkpoint
-        scores = [v for _, v in result["points"]]
-        if clf is not None and scores and (best is None or max(scores) > best):
+        if clf is not None and result["better"]:      # better than the arm's earlier slices (ties: lower loss)
             clean_for_shipping(clf)
             folder = clf.save(work / "model")
             if model_blob is not None and driver_ref is not None:
@@ -230,10 +242,10 @@ class RayArms:
                 self.models[ref] = (None, None)
         return self.models[ref]
 
-    def start(self, name: str, rung, settings: dict, seen: int, best: float | None) -> None:
+    def start(self, name: str, rung, settings: dict, seen: int) -> None:
         blob, driver_ref = self._model(rung.model)
         ref = self.task.options(num_cpus=self.cpus, num_gpus=self.gpus).remote(
-            rung, settings, self.data, blob, self.checkpoints.get(name), seen, best, driver_ref,
+            rung, settings, self.data, blob, self.checkpoints.get(name), seen, driver_ref,
             int(self.cpus) or 1)
         self.pending[ref] = name
 

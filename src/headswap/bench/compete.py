@@ -187,7 +187,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                 log(f"  {s.arm}: slice of {_dur(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
                     f"{_dur(policy.left())} left)")
                 runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
-                             seen.get(s.arm, 0), policy.arms[s.arm].best)
+                             seen.get(s.arm, 0))
             if not runner.busy:
                 break
             name, clf, result = runner.wait()
@@ -205,8 +205,11 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
                                    f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
                                    "no validation yet") + (f"; {arm.why}" if arm.why else ""))
-            improved = arm.best is not None and (before is None or arm.best > before)
-            if clf is not None and improved and arm.best > to_beat:
+            # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
+            # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
+            improved = result.get("better", arm.best is not None and (before is None or arm.best > before))
+            ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
+            if clf is not None and improved and ahead:
                 if isinstance(clf, bytes):
                     best_blob, climb.best = clf, None
                 else:

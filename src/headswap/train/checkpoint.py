@@ -58,6 +58,18 @@ class EpochLog:
     metrics: dict = field(default_factory=dict)   # validation metrics.to_dict(), when there is validation data
     score: float | None = None
     steps: int = 0                                # batches this process trained on in this epoch
+    val_loss: float | None = None                 # validation cross-entropy (single-label): breaks ties of score
+
+
+def better_than(score, loss, best_score, best_loss) -> bool:
+    """Whether a validation (score, loss) beats the best so far: a higher score, or the same score at a lower loss.
+    A score that saturates (1.0 on a small, easy validation set) or moves in coarse steps ties often, and then the
+    first checkpoint to reach it would be kept over better-trained ones."""
+    if score is None:
+        return False
+    if best_score is None or score > best_score:
+        return True
+    return score == best_score and loss is not None and best_loss is not None and loss < best_loss
 
 
 def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -196,6 +208,7 @@ class Run:
         self.resumed_epoch, self.resumed_step, self.partial = 0, 0, None
         self.history: list[EpochLog] = []
         self.best_score, self.best_epoch, self.best_state = None, cfg.epochs, None
+        self.best_loss = None
         self.meta = {}       # the run's setup that every checkpoint records (main process)
         self._rng = None     # this process's RNG state from the checkpoint, until it is restored
 
@@ -224,6 +237,7 @@ class Run:
         _restore(model, optimizer, scheduler, payload)
         ck = payload["meta"]
         self.resumed_epoch, self.best_score, self.best_epoch = ck["epoch"], ck["best_score"], ck["best_epoch"]
+        self.best_loss = ck.get("best_loss")     # None in checkpoints written before ties were broken on it
         names = {f.name for f in fields(EpochLog)}
         self.history = [EpochLog(**{k: v for k, v in h.items() if k in names}) for h in ck["history"]]
         self.best_state, rng = payload["best"], payload["rng"]
@@ -287,19 +301,19 @@ class Run:
                              {**self.meta, "epoch": epochs_done, "step": step, "partial": partials,
                               "history": [asdict(h) for h in self.history],
                               "best_score": self.best_score, "best_epoch": self.best_epoch,
+                              "best_loss": self.best_loss,
                               "num_processes": acc.num_processes},
                              _trainable_state(acc.unwrap_model(self.model)), self.optimizer.state_dict(),
                              self.scheduler.state_dict(), states, best=self.best_state)
         acc.wait_for_everyone()
 
     def record(self, entry: EpochLog) -> bool:
-        """Add a trained epoch to the history; True when its validation score is the best so far (with
-        keep_best, its weights are then kept)."""
+        """Add a trained epoch to the history; True when its validation score is the best so far, or ties it
+        at a lower validation loss (with keep_best, its weights are then kept)."""
         self.history.append(entry)
-        better = entry.score is not None and (self.best_score is None or entry.score > self.best_score)
-        if not better:
+        if not better_than(entry.score, entry.val_loss, self.best_score, self.best_loss):
             return False
-        self.best_score, self.best_epoch = entry.score, entry.epoch
+        self.best_score, self.best_epoch, self.best_loss = entry.score, entry.epoch, entry.val_loss
         if self.cfg.keep_best:
             self.best_state = _trainable_state(self.accelerator.unwrap_model(self.model))
         return True

@@ -262,9 +262,11 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         logits = None
         if eval_items is not None:
             logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
-            m = score_logits(eval_per_text(logits) if eval_per_text else logits, eval_labels, label_names,
-                             positive_label)
+            per = eval_per_text(logits) if eval_per_text else logits
+            m = score_logits(per, eval_labels, label_names, positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
+            if np.ndim(eval_labels) == 1:
+                entry.val_loss = float(F.cross_entropy(torch.as_tensor(per).float(), torch.as_tensor(eval_labels)))
         best = run.record(entry)
         if best:
             best_logits = logits
