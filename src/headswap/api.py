@@ -26,7 +26,7 @@ from headswap.data.load import LabelledData, as_list, from_lists, load_descripti
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
-from headswap.inference import per_text, window_owners
+from headswap.inference import body_key, per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
 from headswap.quiet import stderr_line, tqdm_write
@@ -204,7 +204,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         elif self.regime_ == "partial" and self.cache_lower:    # the frozen lower blocks run once per text
             from headswap.train.lower_cache import build_cache
             train_items, val_items, module, collate = build_cache(module, self.last_n, train_items, val_items,
-                                                                  collate, self.eval_batch_size, self._body_key())
+                                                                  collate, self.eval_batch_size, body_key(self))
         trainer = train_logistic if self.head_fit == "logistic" else partial(
             fit, collate=collate, notify=stderr_line if not self.progress else tqdm_write)
         result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
@@ -235,7 +235,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.nn.classifier import HeadOnFeatures, collate_features
         from headswap.train.checkpoint import data_digest
 
-        body = self._body_key()
+        body = body_key(self)
 
         def cached(items, desc):
             key = None if body is None else body + (data_digest([it["input_ids"] if isinstance(it, dict) and
@@ -246,13 +246,6 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         val = cached(val_items, "caching validation features") if val_items else None
         return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),
                 collate_features)
-
-    def _body_key(self) -> tuple | None:
-        """What names the pretrained body and its text encoding for feature_cache(); None when the body was tuned
-        in this fit (setfit's pairs) and its outputs are this fit's alone."""
-        if self.body_tuning_ is not None:
-            return None
-        return str(self.model), self.strategy, self.pooling, self.max_length, self.chunk_stride, self.instruction
 
     def _validation_logits(self, items, logits, y):
         """One row per validation text; with chunk_aggregate 'auto', first the aggregation that scores better

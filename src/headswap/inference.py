@@ -138,6 +138,13 @@ def feature_cache():
             _FEATURES = None
 
 
+def body_key(clf) -> tuple | None:
+    """What names a classifier's pretrained body and text encoding in feature_cache(); None when its fit tuned the
+    body (setfit's pairs), whose outputs are then that fit's alone."""
+    return None if clf.body_tuning_ is not None else (
+        str(clf.model), clf.strategy, clf.pooling, clf.max_length, clf.chunk_stride, clf.instruction)
+
+
 def cached_features(key, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
     """compute(), or the features an earlier call with this key computed inside the open feature_cache()."""
     if _FEATURES is None or key is None:
