@@ -50,7 +50,9 @@ class Runner:
 
     def __init__(self, clock, scores, better=None):
         self.clock, self.scores, self.started, self.done = clock, scores, [], []
-        self.better = better or {}     # arm: whether each slice's fit beat its earlier ones (ties: lower loss)
+        # arm: whether each slice's fit beat its earlier ones (ties: lower loss); by default, as train_slice says
+        # it of slices whose losses do not tie: a score above the arm's earlier best
+        self.better, self.best = better or {}, {}
 
     def start(self, name, rung, settings, seen):
         self.started.append(name)
@@ -59,8 +61,9 @@ class Runner:
         score = self.scores[name].pop(0)
         clf = types.SimpleNamespace(slice=len(self.started), score=score, set_params=lambda **kw: None)
         result = {"points": [(took, score)], "history_length": seen + 1, "finished": False}
-        if name in self.better:
-            result["better"] = self.better[name].pop(0)
+        before = self.best.get(name)
+        result["better"] = self.better[name].pop(0) if name in self.better else before is None or score > before
+        self.best[name] = score if before is None else max(before, score)
         self.done.append((name, clf, result))
 
     @property

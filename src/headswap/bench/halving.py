@@ -12,8 +12,9 @@ every slice costs besides training: loading the model, the loop's start-up, the 
    variants), each while the budget still gives it and those before it a first slice, and, after an arm was
    refused, only if it is clearly cheaper (SAME_COST): n arms play ceil(log2 n) halving rounds and then a leader
    phase, each round gets about an equal share of what is left, and a round's share must hold every admitted arm's
-   slice. The rest say that the budget gave a first slice to the arms before them. So the slices follow from the estimates: a 5-minute budget admits one
-   or two arms for a fraction of an epoch each, a 2-hour budget all of them for whole epochs.
+   slice. The rest say that the budget gave a first slice to the arms before them. So the slices follow from the
+   estimates: a 5-minute budget admits one or two arms for a fraction of an epoch each, a 2-hour budget all of them
+   for whole epochs.
 2. Rounds. In round r every surviving arm gets a slice of the same wall-clock seconds (what is left over the
    rounds still to play and the leader phase, over the arms that run one after another: `parallel` run at once).
    Ranked on their best validation score so far, the worse half stops (`halved`), keeping its best checkpoint: it
@@ -143,11 +144,11 @@ class Halving:
                 fit.append(a)
         admitted, refused = [], math.inf
         for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
-            if a.least_slice < SAME_COST * refused and self._fits(admitted + [a], budget):
-                admitted.append(a)
-            elif a.least_slice >= SAME_COST * refused:
+            if a.least_slice >= SAME_COST * refused:
                 self._stop(a, "not admitted", f"an arm before it that costs about as much ({_s(refused)} at least) "
                                               f"got no first slice", "not run")
+            elif self._fits(admitted + [a], budget):
+                admitted.append(a)
             else:
                 refused = min(refused, a.least_slice)
                 self._stop(a, "not admitted", f"the budget gives a first slice to {len(admitted)} arm(s) before it, "
