@@ -132,7 +132,7 @@ def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
 
     monkeypatch.setattr(headswap.bench.climb, "validation_f1", favour_the_encoder)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "export", progress=False,
-                   log=lambda _: None, more_epochs=False, lr_search=False)
+                   log=lambda _: None, more_epochs=False, blend=False, lr_search=False)
     assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
     assert results["auto"]["exported"] is True
     assert (root / "export" / "model" / "model.onnx").is_file()
@@ -190,7 +190,7 @@ def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
 
     monkeypatch.setattr(headswap.export, "export", broken)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "broken", progress=False,
-                   log=lambda _: None, more_epochs=False, lr_search=False)
+                   log=lambda _: None, more_epochs=False, blend=False, lr_search=False)
     a = results["auto"]
     assert a["exported"] is False and "exporter broke" in a["not_exported_because"]
     shipped = load_model(root / "broken" / "model", progress=False)
@@ -218,7 +218,7 @@ def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(wor
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
     rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.9, 1e-5: 1.2}.get)      # over the baseline's 1.0 at most
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
-                   log=lambda _: None, more_epochs=False, regime="full")
+                   log=lambda _: None, more_epochs=False, blend=False, regime="full")
     cands = results["auto"]["candidates"]
     arms = [c for c in cands if c.get("halving")]
     assert [c.get("tuned") for c in arms] == [None, {"body_lr": 1e-4}, {"body_lr": 1e-5}]   # up and down the grid
@@ -240,7 +240,7 @@ def test_a_learning_rate_variant_wins_only_by_a_clear_margin(world, tmp_path, mo
     _, enc, _, data = world
     rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.5 + LR_MARGIN / 2, 1e-5: 1.4}.get)   # 1e-4: better, within the margin
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
-                   log=lambda *_: None, more_epochs=False, regime="full")
+                   log=lambda *_: None, more_epochs=False, blend=False, regime="full")
     assert "tuned" not in results["auto"]["winner"]
     assert results["auto"]["winner"]["validation_macro_f1"] == 1.5
 
@@ -249,7 +249,7 @@ def test_lr_search_keeps_a_given_rate_and_can_be_turned_off(world, tmp_path):
     _, enc, _, data = world
     logs = []
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "given", progress=False,
-                   log=logs.append, body_lr=1e-4, more_epochs=False)
+                   log=logs.append, body_lr=1e-4, more_epochs=False, blend=False)
     assert not any(c.get("tuned") for c in results["auto"]["candidates"])
     assert any("body_lr was given (0.0001), so it is kept" in line for line in logs)
     # one arm per fine-tuning rung (cached partial and full), none of them a learning-rate variant

@@ -388,11 +388,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):
-    """Whatever classifier a model directory holds: a TextClassifier (on `runtime`) or a TfidfClassifier."""
-    from headswap.tfidf import KIND, TfidfClassifier
-    if model_dir.read_config(Path(path)).get("kind") == KIND:
+    """Whatever a model directory holds: a TextClassifier (on `runtime`), a TfidfClassifier, a Blend of both."""
+    from headswap import blend, tfidf
+    if (kind := model_dir.read_config(Path(path)).get("kind")) == blend.KIND:
+        return blend.Blend.load(path, lambda p: TextClassifier.load(p, progress=progress, runtime=runtime))
+    if kind == tfidf.KIND:
         if runtime != "auto":
             raise HeadswapError(f"{path} holds a TF-IDF model, which runs on scikit-learn; --runtime {runtime} "
                                 f"does not apply")
-        return TfidfClassifier.load(path)
+        return tfidf.TfidfClassifier.load(path)
     return TextClassifier.load(path, progress=progress, runtime=runtime)

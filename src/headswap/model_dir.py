@@ -20,7 +20,7 @@ FORMAT_VERSION = 1
 # What a save or an export writes into a model directory (and a later save replaces); anything else found
 # there (a user's notes, `headswap eval` output) is carried over into the new model, never deleted.
 # (oos_statistics.safetensors: headswap.oos_scores.STATS_FILE, what the mahalanobis and knn scores read)
-OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints",
+OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints", "members",
          "oos_statistics.safetensors")
 
 if TYPE_CHECKING:   # torch is imported where weights are read or written: the TF-IDF model reads configs too

@@ -97,8 +97,13 @@ def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
 
 def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     """Write the winner into the new, empty `folder`; returns why it was not exported (None when it was)."""
+    from headswap.blend import Blend
     from headswap.tfidf import TfidfClassifier
 
+    if isinstance(winner, Blend):     # the neural member is exported as it would be alone
+        why = []
+        winner.save(folder, save_model=lambda model, into: why.append(_write_winner(model, into, quantize, log)))
+        return why[0]
     if isinstance(winner, TfidfClassifier):
         winner.save(folder)
         return "a TF-IDF model runs on scikit-learn; there is nothing to export"
@@ -140,7 +145,7 @@ def default_models() -> tuple[str, ...]:
 
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
-         command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True,
+         command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True, blend: bool = True,
          clock: Callable[[], float] = time.perf_counter, started: float | None = None, ray_address: str | None = None,
          arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
@@ -148,7 +153,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
     plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
-    MAX_PLANNED_EPOCHS), so a leader can train on. ray_address: run the arms on that Ray cluster, each with arm_cpus
+    MAX_PLANNED_EPOCHS), so a leader can train on. blend: ship the winner blended with the baseline where validation
+    prefers it (headswap.blend). ray_address: run the arms on that Ray cluster, each with arm_cpus
     CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and
     multilingual-e5-small when installed). started: when the budget began, on `clock` (the CLI passes its process's
     start); None: now. A budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
@@ -214,7 +220,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
             "command": list(command) if command is not None else None,
             "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
-                     "more_epochs": more_epochs, "ray_address": ray_address,
+                     "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address,
                      "settings": dict(settings)}}
     summary = {"budget_seconds": budget_seconds, "candidates": candidates, "warnings": _data_warnings(validation,
                                                                                                     full),
@@ -262,6 +268,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
+    # 4. The winner averaged with the baseline's probabilities, where validation says it pays (headswap.blend).
+    if blend and best is not baseline:
+        best, best_entry = _blend(best, best_entry, baseline, validation, candidates, log)
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
     climb = None
@@ -338,6 +347,33 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     log(f"wrote {target} and the report ({out / 'results.md'}); used {_fmt_duration(summary['elapsed_seconds'])} "
         f"of budget {_fmt_duration(budget_seconds)}")
     return results
+
+
+def _blend(best, entry: dict, baseline, validation, candidates: list, log):
+    """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
+    validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
+    from headswap.blend import fit_blend
+    if getattr(best, "multi_label", False) or getattr(best, "out_of_scope", None) is not None:
+        return best, entry
+    t0 = time.perf_counter()
+    blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)
+    w = max(scores, key=lambda k: (scores[k], -k))
+    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
+           "regime": entry["regime"], "tier": "blend", "rung": f"TF-IDF weight {w:g}", "status": "ran" if blend
+           else "not better", "seconds": time.perf_counter() - t0, "validation_macro_f1": scores[w],
+           "blend_scores": {f"{k:g}": v for k, v in scores.items()}, "out_of_fold_macro_f1": out_of_fold,
+           **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
+    folds = "" if out_of_fold is None else f", out of fold {out_of_fold:.4f}"
+    line = (f"validation macro F1 {scores[w]:.4f}{folds}, the winner alone {scores[0.0]:.4f} "
+            f"({row['seconds']:.0f} s)")
+    candidates.append(row)
+    if blend is None:
+        row["reason"] = (f"weight {w:g}: {line}; not better than the winner alone out of fold" if w else
+                         "no TF-IDF weight scored higher on validation than the winner alone")
+        log(f"  blend with TF-IDF not kept (weight {w:g}): {line}")
+        return best, entry
+    log(f"  blend with TF-IDF (weight {w:g}): {line}")
+    return blend, row
 
 
 def _data_warnings(validation, settings: dict) -> list[str]:

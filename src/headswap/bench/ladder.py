@@ -162,11 +162,12 @@ class Costs:
         return p["load_seconds"] + train
 
     def reserve(self, rung: Rung) -> float:
-        """What must stay free for the rung to be shipped if it wins: loading it, scoring test, saving/exporting."""
+        """What must stay free for the rung to be shipped if it wins: loading it, a pass over validation to blend it
+        with TF-IDF (headswap.blend), scoring test, saving/exporting."""
         p = self.probe(rung)
         load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
         ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
-        return load + 1.5 * self.n_test * p["inference_seconds_per_text"] + ship
+        return load + (1.5 * self.n_test + self.n_validation) * p["inference_seconds_per_text"] + ship
 
     def learn(self, rung: Rung, estimated: float, measured: float) -> None:
         """Correct the model's later estimates by what this run took against its estimate (bounded: one noisy

@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-more-epochs", dest="more_epochs", action="store_false",
                    help="each arm's schedule plans exactly --epochs epochs (by default as many as the budget could "
                    "give it, up to 10, so the leader can train on while its validation improves)")
+    p.add_argument("--no-blend", dest="blend", action="store_false",
+                   help="ship the winner alone (by default it ships blended with the TF-IDF baseline when their "
+                   "averaged probabilities score higher on validation, out of fold too)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="run the fine-tuning arms on the Ray cluster at ADDRESS (e.g. ray://head:10001 or "
                    "head:6379), several at once; without it everything runs in this process and Ray is not started")
@@ -73,7 +76,7 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
-             lr_search=args.lr_search, more_epochs=args.more_epochs, started=getattr(args, "started", None),
+             lr_search=args.lr_search, more_epochs=args.more_epochs, blend=args.blend, started=getattr(args, "started", None),
              ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0
