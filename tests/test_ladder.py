@@ -203,7 +203,7 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
     # the arms here are the full rung's three rates: no cached-partial rung (it needs a block count) beside them
     monkeypatch.setattr(headswap.bench.ladder, "_blocks", lambda model: 0)
     results = auto(data, budget, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
-                   log=lambda _: None, clock=clock)
+                   log=lambda _: None, clock=clock, blend=False)
     a = results["auto"]
     arms = {(c.get("tuned") or {}).get("body_lr", 3e-5): c for c in a["candidates"] if c.get("halving")}
     assert set(arms) == {3e-5, 1e-4, 1e-5}

@@ -24,7 +24,7 @@ def _trained(regime, data, last_n=1, epochs=2, seed=0):
     fit(model, data, make_collate(ByteTokenizer()), TrainConfig(epochs=epochs, head_lr=1e-2, body_lr=1e-2,
         seed=seed, progress=False), log=None)
     after = body.state_dict()
-    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    changed = {k for k in before if not torch.equal(before[k], after[k].cpu())}   # fit may have moved it to a GPU
     return model, changed, before
 
 

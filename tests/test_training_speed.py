@@ -66,7 +66,7 @@ def test_group_by_length_is_the_default_and_old_checkpoints_resume_as_they_train
 
 
 def _embedding_table(clf):
-    return clf.module_.body.model.embeddings.word_embeddings.weight
+    return clf.module_.body.model.embeddings.word_embeddings.weight.cpu()     # fit may have moved it to a GPU
 
 
 def _fit(encoder, **kw):
@@ -83,7 +83,7 @@ def test_the_frozen_embedding_table_is_unchanged_by_full_fine_tuning(encoder, tm
     assert torch.equal(_embedding_table(frozen), before)
     assert not torch.equal(_embedding_table(trained), before)        # the check above could fail
     # the rest of the body still trains: position embeddings and every block
-    positions = frozen.module_.body.model.embeddings.position_embeddings.weight
+    positions = frozen.module_.body.model.embeddings.position_embeddings.weight.cpu()
     assert not torch.equal(positions, pristine.module_.body.model.embeddings.position_embeddings.weight)
     # saved without the table (it is the base model's), loaded back with the same predictions
     frozen.save(tmp_path / "m")
@@ -123,7 +123,7 @@ def test_cached_partial_trains_the_top_block_and_predicts_through_the_whole_body
     start = TextClassifier(**kw)
     start.fitted_ = Fitted.for_labels(["ham", "spam"])
     start._build()
-    weights = {n: p for n, p in cached.module_.named_parameters()}
+    weights = {n: p.cpu() for n, p in cached.module_.named_parameters()}
     first = {n: p for n, p in start.module_.named_parameters()}
     assert all(torch.equal(weights[n], first[n]) for n in first if n.startswith((f"{layer}.0.", "body.model.emb")))
     assert any(not torch.equal(weights[n], first[n]) for n in first if n.startswith(f"{layer}.1."))

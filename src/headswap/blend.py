@@ -9,7 +9,6 @@ would be alone: predict, eval, serve and batch prediction load it with load_mode
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -131,25 +130,14 @@ class Blend:
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
-        from headswap import calibration
-        from headswap.metrics import metrics_from_predictions
-        texts, index = list(X), {lab: k for k, lab in enumerate(self.labels_)}
-        unseen = sorted({str(v) for v in y} - set(index))
-        if unseen:
-            raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {self.labels_}")
-        t0 = time.perf_counter()
-        probs = self.predict_proba(texts)
-        seconds = time.perf_counter() - t0
-        target = np.array([index[str(v)] for v in y])
-        m = metrics_from_predictions(target, probs.argmax(1), self.labels_)
+        from headswap.metrics import evaluate_probabilities
+        m, _ = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         counts = self.model_.summary()
         n_tfidf = int(self.tfidf_.model_.coef_.size + self.tfidf_.model_.intercept_.size)
         m.extra.update(strategy=self.strategy, model=self.model, regime=counts.get("regime", "-"),
                        runtime=self.runtime_, blend_weight=self.weight,
                        trainable_params=int(counts.get("trainable_params", 0)) + n_tfidf,
-                       total_params=int(counts.get("total_params", 0)) + n_tfidf, eval_seconds=seconds,
-                       texts_per_second=len(texts) / seconds if seconds else 0.0,
-                       calibration=calibration.report(np.log(np.clip(probs, 1e-12, 1)), target, None))
+                       total_params=int(counts.get("total_params", 0)) + n_tfidf)
         return m
 
     def summary(self) -> dict:

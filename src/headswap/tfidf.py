@@ -123,25 +123,11 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter count and calibration in extra (as TextClassifier)."""
-        import time
-
-        from headswap import calibration
-        from headswap.metrics import metrics_from_predictions
-        texts, index = list(X), {lab: k for k, lab in enumerate(self.labels_)}
-        unseen = sorted({str(v) for v in y} - set(index))
-        if unseen:
-            raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {self.labels_}")
-        t0 = time.perf_counter()
-        probs = self.predict_proba(texts)
-        seconds = time.perf_counter() - t0
-        target = np.array([index[str(v)] for v in y])
-        m = metrics_from_predictions(target, probs.argmax(1), self.labels_)
+        from headswap.metrics import evaluate_probabilities
+        m, _ = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         n_params = int(self.model_.coef_.size + self.model_.intercept_.size)
-        logits = np.log(np.clip(probs, 1e-12, 1))    # softmax(log p) = p: calibration measured on p itself
         m.extra.update(strategy=self.strategy, model=self.model, regime="-", runtime=self.runtime_,
-                       trainable_params=n_params, total_params=n_params, eval_seconds=seconds,
-                       texts_per_second=len(texts) / seconds if seconds else 0.0,
-                       calibration=calibration.report(logits, target, None))
+                       trainable_params=n_params, total_params=n_params)
         return m
 
     # ---- save / load: vocabularies and idf weights, coefficients; no pickle ----------------------------------
