@@ -54,7 +54,7 @@ def test_auto_runs_arms_on_both_nodes_and_ships_the_winner_as_a_local_run_would(
     monkeypatch.setattr(headswap.bench.arms.RayArms, "wait", wait)
     out = tmp_path / "out"
     rc = main(["auto", "--data", str(data), "--budget", "3m", "--model", enc, "--strategies", "encoder-mlp,similarity",
-               "--regime", "full", "--no-lr-search", "--no-more-epochs", "--out", str(out),
+               "--regime", "full", "--no-lr-search", "--no-more-epochs", "--no-blend", "--out", str(out),
                "--ray-address", two_nodes.address, "-q"])
     assert rc == 0
     results = json.loads((out / "results.json").read_text())

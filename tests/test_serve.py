@@ -155,6 +155,18 @@ def test_health_labels_and_docs(batched, clf, model_dir):
         assert docs.status_code == 200 and "text/html" in docs.headers["content-type"]
 
 
+def test_a_blend_folder_is_served_as_it_predicts(clf, tmp_path):
+    from headswap.api import load_model
+    from headswap.blend import Blend
+    from headswap.tfidf import TfidfClassifier
+    folder = Blend(clf, TfidfClassifier().fit(X, Y), 0.4).save(tmp_path / "blend")
+    texts = ["urgent you have won", "see you at noon", "call me later"]
+    with _Server(create_app(folder, **LIMITS)) as s, client(s.url) as c:
+        r = c.post("/predict", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    check_predictions(r.json(), texts, load_model(folder, progress=False))
+
+
 def test_predict_matches_predict_proba_in_input_order(batched, clf):
     texts = ["urgent you have won", "see you at noon", "free entry txt win a prize", "ok", "call me later"]
     with client(batched) as c:
