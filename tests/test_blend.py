@@ -126,6 +126,22 @@ def test_members_must_agree_on_labels(members):
     assert blend is None and set(scores) == set(headswap.blend.WEIGHTS)      # two texts: too few to check a weight
 
 
+def test_numeric_labels_are_blended_column_by_column(members):
+    # TF-IDF sorts labels as text ("10" before "2"), a TextClassifier sorts numeric ones as numbers
+    root, _, _ = members
+    texts = [f"{w} {i}" for i in range(8) for w in ("apple pie", "rain cloud", "red car")]
+    labels = [lab for _ in range(8) for lab in (2, 10, 3)]
+    enc = make_tiny_encoder(root / "enc-numeric")
+    model = TextClassifier(model=str(enc), strategy="encoder-mlp", epochs=1, progress=False).fit(texts, labels)
+    tfidf = TfidfClassifier().fit(texts, labels)
+    assert [str(v) for v in model.labels_] != [str(v) for v in tfidf.labels_]      # the orders differ
+    blend = Blend(model, tfidf, 0.5)
+    order = [list(map(str, tfidf.labels_)).index(str(lab)) for lab in model.labels_]
+    expected = 0.5 * model.predict_proba(texts) + 0.5 * tfidf.predict_proba(texts)[:, order]
+    np.testing.assert_allclose(blend.predict_proba(texts), expected, atol=1e-6)
+    assert list(blend.predict(texts)) == list(model.classes_[expected.argmax(1)])      # ints, as the model's
+
+
 def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  # noqa: F811
     pytest.importorskip("onnxruntime")
     root, enc, _, data = world

@@ -62,25 +62,34 @@ def choose_weight(p_model: np.ndarray, p_tfidf: np.ndarray, y: np.ndarray, label
 def fit_blend(model, tfidf, texts: list[str], labels: list, metric: str = "macro_f1"):
     """(blend or None, each weight's score, the out-of-fold score): the blend of two fitted classifiers with the
     TF-IDF weight choose_weight keeps on the labelled (validation) texts, None where it keeps none."""
-    p_model, p_tfidf = model.predict_proba(texts), tfidf.predict_proba(texts)
+    columns = tfidf_columns(model, tfidf)
+    p_model, p_tfidf = model.predict_proba(texts), tfidf.predict_proba(texts)[:, columns]
     index = {lab: k for k, lab in enumerate(map(str, model.labels_))}
     w, scores, out_of_fold = choose_weight(p_model, p_tfidf, np.array([index[str(v)] for v in labels]),
                                            list(index), metric)
     return (Blend(model, tfidf, w) if w > 0 else None), scores, out_of_fold
 
 
+def tfidf_columns(model, tfidf) -> list[int]:
+    """Where each of the model's labels is among TF-IDF's columns (TF-IDF sorts labels as text, a TextClassifier
+    sorts numeric ones as numbers: "10" and "2" swap); an error when they are not the same labels."""
+    theirs = {str(lab): k for k, lab in enumerate(tfidf.labels_)}
+    ours = [str(lab) for lab in model.labels_]
+    if sorted(ours) != sorted(theirs):
+        raise HeadswapError(f"a blend's members must have the same labels; got {ours} and {list(theirs)}")
+    return [theirs[lab] for lab in ours]
+
+
 class Blend:
-    """model's and tfidf's probabilities averaged, tfidf with weight `weight`; the same labels in the same order.
-    Single-label models without a reject option only."""
+    """model's and tfidf's probabilities averaged, tfidf with weight `weight`, in the model's label order (the
+    same labels). Single-label models without a reject option only."""
 
     multi_label, out_of_scope, label_separator = False, None, None
 
     def __init__(self, model, tfidf, weight: float):
         if not 0 < weight < 1:
             raise HeadswapError(f"a blend's TF-IDF weight is between 0 and 1, got {weight!r}")
-        if list(map(str, model.labels_)) != list(map(str, tfidf.labels_)):
-            raise HeadswapError(f"a blend's members must have the same labels in the same order; got "
-                                f"{list(model.labels_)} and {list(tfidf.labels_)}")
+        self.columns_ = tfidf_columns(model, tfidf)
         if getattr(model, "multi_label", False) or getattr(model, "out_of_scope", None) is not None:
             raise HeadswapError("a blend takes a single-label model without a reject option")
         self.model_, self.tfidf_, self.weight = model, tfidf, float(weight)
@@ -91,7 +100,7 @@ class Blend:
 
     @property
     def classes_(self) -> np.ndarray:
-        return np.array(self.labels_, dtype=object)
+        return np.asarray(self.model_.classes_)      # what the model alone predicts: ints stay ints
 
     @property
     def strategy(self) -> str:
@@ -116,7 +125,7 @@ class Blend:
     def predict_proba(self, X) -> np.ndarray:
         texts = list(X)
         return ((1 - self.weight) * self.model_.predict_proba(texts)
-                + self.weight * self.tfidf_.predict_proba(texts)).astype(np.float32)
+                + self.weight * self.tfidf_.predict_proba(texts)[:, self.columns_]).astype(np.float32)
 
     def decision_function(self, X) -> np.ndarray:
         """Log-probabilities: the logits whose softmax is predict_proba."""
@@ -126,7 +135,7 @@ class Blend:
         return self.classes_[self.predict_proba(X).argmax(1)]
 
     def score(self, X, y) -> float:
-        return float(np.mean(self.predict(X) == np.array([str(v) for v in y], dtype=object)))
+        return float(np.mean([str(p) == str(t) for p, t in zip(self.predict(X), y)]))
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""

@@ -353,7 +353,8 @@ def _blend(best, entry: dict, baseline, validation, candidates: list, log):
     """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
     validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
     from headswap.blend import fit_blend
-    if getattr(best, "multi_label", False) or getattr(best, "out_of_scope", None) is not None:
+    if (getattr(best, "multi_label", False) or getattr(best, "out_of_scope", None) is not None
+            or sorted(map(str, best.labels_)) != sorted(map(str, baseline.labels_))):
         return best, entry
     t0 = time.perf_counter()
     blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)
