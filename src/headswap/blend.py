@@ -70,14 +70,19 @@ def fit_blend(model, tfidf, texts: list[str], labels: list, metric: str = "macro
     return (Blend(model, tfidf, w) if w > 0 else None), scores, out_of_fold
 
 
+def same_labels(model, tfidf) -> bool:
+    """Whether the two classifiers know the same labels, in whatever order."""
+    return sorted(map(str, model.labels_)) == sorted(map(str, tfidf.labels_))
+
+
 def tfidf_columns(model, tfidf) -> list[int]:
     """Where each of the model's labels is among TF-IDF's columns (TF-IDF sorts labels as text, a TextClassifier
     sorts numeric ones as numbers: "10" and "2" swap); an error when they are not the same labels."""
+    if not same_labels(model, tfidf):
+        raise HeadswapError(f"a blend's members must have the same labels; got {list(model.labels_)} and "
+                            f"{list(tfidf.labels_)}")
     theirs = {str(lab): k for k, lab in enumerate(tfidf.labels_)}
-    ours = [str(lab) for lab in model.labels_]
-    if sorted(ours) != sorted(theirs):
-        raise HeadswapError(f"a blend's members must have the same labels; got {ours} and {list(theirs)}")
-    return [theirs[lab] for lab in ours]
+    return [theirs[str(lab)] for lab in model.labels_]
 
 
 class Blend:
@@ -140,7 +145,7 @@ class Blend:
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
         from headswap.metrics import evaluate_probabilities
-        m, _ = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
+        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         counts = self.model_.summary()
         n_tfidf = int(self.tfidf_.model_.coef_.size + self.tfidf_.model_.intercept_.size)
         m.extra.update(strategy=self.strategy, model=self.model, regime=counts.get("regime", "-"),

@@ -46,10 +46,11 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
         raise HeadswapError(f"--out {out} exists and is not an empty directory; give a new one")
     from headswap.blend import KIND as BLEND, MEMBERS
     from headswap.tfidf import KIND as TFIDF
-    if model_dir.read_config(src).get("kind") == BLEND:
+    kind = model_dir.read_config(src).get("kind")
+    if kind == BLEND:
         raise HeadswapError(f"{src} holds a blend of a model and TF-IDF: export its model member, "
                             f"{src / MEMBERS / 'model'}, and keep the blend's folder beside it")
-    if model_dir.read_config(src).get("kind") == TFIDF:
+    if kind == TFIDF:
         raise HeadswapError(f"{src} holds a TF-IDF model: it runs on scikit-learn, already at thousands of texts "
                             f"per second, and has no graph to export; predict and serve run it as it is")
     ort = import_onnxruntime()

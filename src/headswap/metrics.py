@@ -275,10 +275,10 @@ def multi_label_metrics(logits, y_true, labels: list[str], thresholds=None) -> M
     return MultiLabelMetrics(list(labels), y_true, y_pred, list(map(float, t)) if thresholds is not None else None)
 
 
-def evaluate_probabilities(predict_proba, X, y, labels: list[str]) -> tuple[Metrics, np.ndarray]:
-    """(metrics, probabilities) of a classifier that gives probabilities (the TF-IDF model, a blend) on labelled
-    texts X, y, with the timing and calibration TextClassifier.evaluate puts in extra (the parameter counts are the
-    caller's). A label never seen in training is one error naming it."""
+def evaluate_probabilities(predict_proba, X, y, labels: list[str]) -> Metrics:
+    """Metrics of a classifier that gives probabilities (the TF-IDF model, a blend) on labelled texts X, y, with the
+    timing and calibration TextClassifier.evaluate puts in extra (the parameter counts are the caller's). A label
+    never seen in training is one error naming it."""
     import time
 
     from headswap import calibration
@@ -295,4 +295,4 @@ def evaluate_probabilities(predict_proba, X, y, labels: list[str]) -> tuple[Metr
     logits = np.log(np.clip(probs, 1e-12, 1))    # softmax(log p) = p: calibration measured on p itself
     m.extra.update(eval_seconds=seconds, texts_per_second=len(texts) / seconds if seconds else 0.0,
                    calibration=calibration.report(logits, target, None))
-    return m, probs
+    return m

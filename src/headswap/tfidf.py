@@ -124,7 +124,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter count and calibration in extra (as TextClassifier)."""
         from headswap.metrics import evaluate_probabilities
-        m, _ = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
+        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         n_params = int(self.model_.coef_.size + self.model_.intercept_.size)
         m.extra.update(strategy=self.strategy, model=self.model, regime="-", runtime=self.runtime_,
                        trainable_params=n_params, total_params=n_params)

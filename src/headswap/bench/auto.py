@@ -245,7 +245,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 2. The cheap rungs of the ladder within the budget (headswap.bench.climb); frozen rungs of one model share
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.bench.compete).
-    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes)
+    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes, blends=blend)
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
                   finish=finish_seconds(len(test)))
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
@@ -352,9 +352,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 def _blend(best, entry: dict, baseline, validation, candidates: list, log):
     """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
     validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
-    from headswap.blend import fit_blend
+    from headswap.blend import fit_blend, same_labels
     if (getattr(best, "multi_label", False) or getattr(best, "out_of_scope", None) is not None
-            or sorted(map(str, best.labels_)) != sorted(map(str, baseline.labels_))):
+            or not same_labels(best, baseline)):
         return best, entry
     t0 = time.perf_counter()
     blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)

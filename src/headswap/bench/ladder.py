@@ -126,6 +126,7 @@ class Costs:
     probes: dict = field(default_factory=dict)
     factor: dict = field(default_factory=dict)
     encoded: set = field(default_factory=set)     # (model, strategy) whose features are in the feature cache
+    blends: bool = True      # the winner is tried blended with TF-IDF (headswap.blend): a pass over validation
 
     def probe(self, rung: Rung) -> dict | None:
         return self.probes.get(rung.cost_key)
@@ -163,11 +164,12 @@ class Costs:
 
     def reserve(self, rung: Rung) -> float:
         """What must stay free for the rung to be shipped if it wins: loading it, a pass over validation to blend it
-        with TF-IDF (headswap.blend), scoring test, saving/exporting."""
+        with TF-IDF (when blends), scoring test, saving/exporting."""
         p = self.probe(rung)
         load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
         ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
-        return load + (1.5 * self.n_test + self.n_validation) * p["inference_seconds_per_text"] + ship
+        texts = 1.5 * self.n_test + (self.n_validation if self.blends else 0)
+        return load + texts * p["inference_seconds_per_text"] + ship
 
     def learn(self, rung: Rung, estimated: float, measured: float) -> None:
         """Correct the model's later estimates by what this run took against its estimate (bounded: one noisy

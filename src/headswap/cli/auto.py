@@ -76,7 +76,7 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
-             lr_search=args.lr_search, more_epochs=args.more_epochs, blend=args.blend, started=getattr(args, "started", None),
-             ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
+             lr_search=args.lr_search, more_epochs=args.more_epochs, blend=args.blend,
+             started=getattr(args, "started", None), ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0
