@@ -35,18 +35,23 @@ from headswap.data.sampling import stratified_split  # noqa: E402
 from headswap.fitted import Fitted  # noqa: E402
 from headswap.nn.dropout import BitsDropout  # noqa: E402
 from headswap.train.loop import EpochShuffle, TrainConfig, item_length, fit  # noqa: E402
+from headswap.train.lower_cache import build_cache  # noqa: E402
 
 # ../shared/data beside the checkout (or beside a folder of worktrees)
 SHARED = next((p / "shared" / "data" for p in Path(__file__).resolve().parents[1:4]
                if (p / "shared" / "data").is_dir()), Path("../shared/data"))
 
-# name: (description, dropout module, group_by_length, batch size)
+# name: (description, dropout module, group_by_length, batch size, top blocks trained on cached lower ones or None)
 VARIANTS = {
-    "today": ("before issue 11: PEFT's nn.Dropout(0.05), random batches", "torch", False, 16),
-    "bits-dropout": ("BitsDropout(0.05), random batches", "bits", False, 16),
-    "bits-dropout+grouped": ("BitsDropout(0.05), group_by_length (the real run's setting)", "bits", True, 16),
-    "no-dropout+grouped": ("lora_dropout 0, group_by_length", "none", True, 16),
-    "bits-dropout+grouped+b32": ("BitsDropout(0.05), group_by_length, batch 32", "bits", True, 32),
+    "today": ("before issue 11: PEFT's nn.Dropout(0.05), random batches", "torch", False, 16, None),
+    "bits-dropout": ("BitsDropout(0.05), random batches", "bits", False, 16, None),
+    "bits-dropout+grouped": ("BitsDropout(0.05), group_by_length (the real run's setting)", "bits", True, 16, None),
+    "no-dropout+grouped": ("lora_dropout 0, group_by_length", "none", True, 16, None),
+    "bits-dropout+grouped+b32": ("BitsDropout(0.05), group_by_length, batch 32", "bits", True, 32, None),
+    "cached-top8+grouped": ("LoRA in the top 8 of 30 blocks, the 22 below cached (cache_lower), BitsDropout(0.05), "
+                            "group_by_length", "bits", True, 16, 8),
+    "cached-top4+grouped": ("LoRA in the top 4 of 30 blocks, the 26 below cached (cache_lower), BitsDropout(0.05), "
+                            "group_by_length", "bits", True, 16, 4),
 }
 
 
@@ -108,7 +113,7 @@ def profile_step(module, items, collate, batch_size: int, rank: int, steps: int 
     """Where the time of a training step goes: phases timed with perf_counter, ops by torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
 
-    body = module.body
+    body = module.body if hasattr(module, "body") else module.classifier.body   # TopOnCache: its classifier's
     prefix_seconds = [0.0]
     run_prefix = getattr(body, "_run_prefix", None)
     if run_prefix is not None:
@@ -167,22 +172,40 @@ def main(argv=None) -> int:
 
     data = load_dataset(args.data)
     labels = sorted(set(data.labels))
-    clf = TextClassifier(strategy="slm-logits", model="smollm2-135m", regime="lora", progress=False)
-    clf.fitted_ = Fitted.for_labels(labels)
-    clf._build()
+
+    def built(**kw):
+        clf = TextClassifier(strategy="slm-logits", model="smollm2-135m", regime="lora", progress=False, **kw)
+        clf.fitted_ = Fitted.for_labels(labels)
+        clf._build()
+        return clf
+    clf = built()
     index = {lab: i for i, lab in enumerate(labels)}
     all_items = clf.encoder_.encode(data.texts, [index[v] for v in data.labels])
     sample, _ = stratified_split(data, 1 - args.n / len(data), seed=0) if args.n < len(data) else (data, None)
     items = clf.encoder_.encode(sample.texts, [index[v] for v in sample.labels])
-    module, collate = clf.module_, clf.encoder_.collate
     rank, p = clf.lora_r, clf.lora_dropout
-    prefix_len = getattr(module.body, "prefix_len", 0)
+    prefix_len = getattr(clf.module_.body, "prefix_len", 0)
+    # Each cached variant's own model (adapters in its top blocks only) and its cache of the lower blocks, timed:
+    # the pass a real run makes once, before its first epoch (auto's slices and learning-rate variants share it).
+    paths, cache_seconds = {}, {}
+    for name in names:
+        top_n = VARIANTS[name][4]
+        if top_n is None:
+            paths[name] = (clf.module_, items, clf.encoder_.collate)
+            continue
+        cached = built(cache_lower=True, last_n=top_n)
+        t0 = time.perf_counter()
+        train, _, top, hidden_collate = build_cache(cached.module_, top_n, items, None, cached.encoder_.collate,
+                                                    cached.eval_batch_size)
+        cache_seconds[name] = time.perf_counter() - t0
+        paths[name] = (top, train, hidden_collate)
 
     def run(name: str, seed: int) -> float:
-        _, kind, group, bs = VARIANTS[name]
+        _, kind, group, bs, _ = VARIANTS[name]
+        module, its_items, collate = paths[name]
         set_dropout(module, kind, p)
         t0 = time.perf_counter()
-        fit(module, items, collate, config(group, bs, seed), log=None)
+        fit(module, its_items, collate, config(group, bs, seed), log=None)
         return time.perf_counter() - t0
 
     peak = matmul_peak_gflops()
@@ -196,29 +219,35 @@ def main(argv=None) -> int:
 
     results = {}
     for name in names:
-        desc, kind, group, bs = VARIANTS[name]
+        desc, kind, group, bs, top_n = VARIANTS[name]
+        module, its_items, collate = paths[name]
         set_dropout(module, kind, p)
         # FLOPs of the variant's epoch: its own batches (grouped or not), each step counted.
         cfg = config(group, bs, 1)
         order = EpochShuffle(len(items), cfg.seed, [item_length(i) for i in items] if group else None, bs).order()
-        ordered = [items[i] for i in order]
+        ordered = [its_items[i] for i in order]
         flops = sum(step_flops(module, ordered[s:s + bs], collate, bs) for s in range(0, len(ordered), bs))
         med = statistics.median(times[name])
         results[name] = {"description": desc, "batch_size": bs, "group_by_length": group, "dropout": kind,
                          "seconds": times[name], "texts_per_s": len(items) / med,
                          "gflop_per_text": flops / len(items) / 1e9, "gflop_per_s": flops / med / 1e9,
                          "share_of_peak": flops / med / 1e9 / peak, **padding(all_items, group, bs)}
+        if top_n is not None:      # the cache's pass, once per run: what a run of E epochs pays per text
+            once = cache_seconds[name]
+            results[name].update({"top_blocks": top_n, "cache_seconds": once,
+                                  "texts_per_s_first_epoch": len(items) / (med + once),
+                                  "texts_per_s_3_epochs": 3 * len(items) / (3 * med + once)})
     base = results.get("today")
     for r in results.values():
         r["speedup_over_today"] = r["texts_per_s"] / base["texts_per_s"] if base else None
     profiles = {}
     for name in dict.fromkeys(["today", max(results, key=lambda n: results[n]["texts_per_s"])]):
         if name in results:
-            _, kind, group, bs = VARIANTS[name]
+            _, kind, group, bs, _ = VARIANTS[name]
+            module, its_items, collate = paths[name]
             set_dropout(module, kind, p)
-            cfg = config(group, bs, 1)
             order = EpochShuffle(len(items), 1, [item_length(i) for i in items] if group else None, bs).order()
-            profiles[name] = profile_step(module, [items[i] for i in order], collate, bs, rank)
+            profiles[name] = profile_step(module, [its_items[i] for i in order], collate, bs, rank)
 
     out = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -235,6 +264,12 @@ def main(argv=None) -> int:
     for name, r in results.items():
         print(f"{name:28} {r['texts_per_s']:8.2f} {r['speedup_over_today'] or 0:8.2f} {r['gflop_per_text']:10.1f} "
               f"{r['gflop_per_s']:8.1f} {r['share_of_peak']:8.0%} {r['padding_share']:8.0%}")
+        if "cache_seconds" in r:
+            base = results.get("today", {}).get("texts_per_s")
+            print(f"{'':28} cache pass {r['cache_seconds']:.1f} s; with it, first epoch {r['texts_per_s_first_epoch']:.2f}"
+                  f" texts/s" + (f" ({r['texts_per_s_first_epoch'] / base:.2f}x)" if base else "")
+                  + f", 3 epochs {r['texts_per_s_3_epochs']:.2f}" + (f" ({r['texts_per_s_3_epochs'] / base:.2f}x)"
+                                                                     if base else ""))
     for name, prof in profiles.items():
         print(f"\n{name}: seconds per step " + ", ".join(f"{k} {v:.2f}" for k, v in prof["seconds_per_step"].items()))
         print("  " + ", ".join(f"{k} {v:.0%}" for k, v in prof["op_share"].items()))

@@ -68,6 +68,6 @@ def test_lora_settings_take_their_defaults_and_values_from_the_settings():
 
     d = defaults()
     assert LoraSettings().to_dict() == {"r": d["lora_r"], "alpha": d["lora_alpha"], "dropout": d["lora_dropout"],
-                                        "targets": None}
+                                        "targets": None, "last_n": None}
     params = {**d, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
     assert LoraSettings.from_params(params) == LoraSettings(4, 8, 0.0)

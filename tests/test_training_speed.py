@@ -132,7 +132,7 @@ def test_cached_partial_trains_the_top_block_and_predicts_through_the_whole_body
 
 
 def test_cache_lower_needs_the_partial_regime_and_a_block_below():
-    with pytest.raises(ConfigError, match="cache_lower caches the frozen blocks of the partial regime"):
+    with pytest.raises(ConfigError, match="set regime partial or lora"):
         TextClassifier(regime="full", cache_lower=True).resolved_params()
 
 

@@ -201,7 +201,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         elif self.head_fit == "logistic":
             raise ConfigError(f"head_fit 'logistic' needs a head trained on cached frozen features; strategy "
                               f"{self.strategy!r} with pooling {self.pooling!r} has none (use head_fit 'loop')")
-        elif self.regime_ == "partial" and self.cache_lower:    # the frozen lower blocks run once per text
+        elif self.cache_lower:    # the frozen lower blocks run once per text
             from headswap.train.lower_cache import build_cache
             train_items, val_items, module, collate = build_cache(module, self.last_n, train_items, val_items,
                                                                   collate, self.eval_batch_size, body_key(self))

@@ -65,11 +65,11 @@ class ModelSettings:
                            "mean for encoders, attention for static)", choices=("auto",) + POOLINGS)
     head: str = setting("auto", "classifier head on the pooled vector (auto: mlp; linear for static, whose "
                         "attention pooling already weighs the words)", choices=("auto",) + HEADS)
-    last_n: int = setting(1, "blocks trained by the partial regime", minimum=1)
-    cache_lower: bool = setting(False, "partial regime: run the frozen blocks below the last_n trained ones once per "
-                                "text and train the top blocks and the head on their cached output (encoder "
-                                "models; the frozen blocks then run without dropout): epochs after the first "
-                                "cost only the top")
+    last_n: int = setting(1, "blocks trained by the partial regime (and by lora with cache_lower)", minimum=1)
+    cache_lower: bool = setting(False, "partial or lora regime: run the frozen blocks below the last_n trained ones "
+                                "once per text and train the top blocks (lora: adapters in them only) and the head "
+                                "on their cached output (encoders, and prompted strategies on causal LMs; the frozen "
+                                "blocks then run without dropout): epochs after the first cost only the top")
     lora_r: int = setting(16, "LoRA rank", minimum=1)
     lora_alpha: int = setting(32, "LoRA scaling numerator (scale = alpha / r)", above=0)
     lora_dropout: float = setting(0.05, "dropout on the LoRA branch", minimum=0, below=1)
@@ -255,9 +255,9 @@ def check(values: dict[str, Any], saved: bool = False) -> None:
         for name, f in given.items():
             raise ConfigError(f"{name} {values[name]!r} ({flag_of(f)}) sets the out-of-scope threshold; set "
                               f"out_of_scope (--out-of-scope, the label of texts that fit no class) to use it")
-    if values.get("cache_lower") and values.get("regime", "partial") != "partial":
-        raise ConfigError(f"cache_lower caches the frozen blocks of the partial regime; set regime partial (got "
-                          f"regime {values['regime']!r})")
+    if values.get("cache_lower") and values.get("regime", "partial") not in ("partial", "lora", "auto"):
+        raise ConfigError(f"cache_lower caches the frozen blocks below the trained ones: set regime partial or lora "
+                          f"(got regime {values['regime']!r})")
     stride, window = values.get("chunk_stride"), values.get("max_length", ModelSettings.max_length)
     if stride is not None and window is not None and stride >= window:
         raise ConfigError(f"chunk_stride {stride} must be below max_length {window} (the window): consecutive "

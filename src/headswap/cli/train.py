@@ -82,7 +82,7 @@ def _run(args) -> int:
     check_descriptions(args.descriptions)
     check_class_weight(args.class_weight)
     check_models("--model", [args.model])
-    if clf.regime_ == "partial":
+    if clf.regime_ == "partial" or args.cache_lower:
         from headswap.models import block_count
         blocks = block_count(args.model)
         if blocks is not None and args.last_n > blocks:

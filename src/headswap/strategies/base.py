@@ -135,6 +135,9 @@ class Strategy:
         if params["epochs"] == 0 and not self.zero_shot:
             raise ConfigError(f"strategy {self.name!r} starts with an untrained head and cannot run zero-shot "
                               f"(epochs=0)")
+        if params.get("cache_lower") and params["regime"] not in ("partial", "lora"):
+            raise ConfigError(f"cache_lower caches the frozen blocks below the trained ones: set regime partial or "
+                              f"lora ({self.name} trains {params['regime']!r} by default)")
         if params["regime"] == "head-only" and not self.has_head:
             raise ConfigError(f"{self.name} has no separate head to train; use regime lora, partial or full")
         if params.get("multi_label") and not self.multi_label:

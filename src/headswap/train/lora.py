@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
+from headswap.errors import ConfigError
 from headswap.nn.dropout import replace_dropouts
 from headswap.nn.hf import body_blocks
 from headswap.settings import defaults
@@ -25,21 +26,31 @@ class LoraSettings:
     alpha: int = _DEFAULTS["alpha"]
     dropout: float = _DEFAULTS["dropout"]
     targets: list[str] | None = None   # full module names; default: every Linear inside the blocks
+    last_n: int | None = None          # adapters in the last_n blocks only (cache_lower); None: in every block
 
     @classmethod
     def from_params(cls, params: dict) -> LoraSettings:
-        """From a classifier's settings (lora_r, lora_alpha, lora_dropout); a missing one takes its default."""
-        return cls(**{field: params[name] for field, name in _SETTING_NAMES.items() if name in params})
+        """From a classifier's settings (lora_r, lora_alpha, lora_dropout; with cache_lower, last_n); a missing
+        one takes its default."""
+        last_n = params.get("last_n", 1) if params.get("cache_lower") else None
+        return cls(**{field: params[name] for field, name in _SETTING_NAMES.items() if name in params},
+                   last_n=last_n)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def lora_targets(hf_model: nn.Module) -> list[str]:
-    """Names of every nn.Linear inside the transformer blocks (attention and FFN), relative to hf_model."""
+def lora_targets(hf_model: nn.Module, last_n: int | None = None) -> list[str]:
+    """Names of every nn.Linear inside the transformer blocks (attention and FFN), relative to hf_model; with
+    last_n, inside the last last_n blocks only."""
     blocks = body_blocks(hf_model)
     prefix = next(name for name, m in hf_model.named_modules() if m is blocks)
-    return [f"{prefix}.{name}" for name, m in blocks.named_modules() if isinstance(m, nn.Linear)]
+    if last_n is not None and not 1 <= last_n <= len(blocks):
+        raise ConfigError(f"lora with cache_lower: last_n must be between 1 and {len(blocks)} (the body has "
+                          f"{len(blocks)} blocks), got {last_n}")
+    first = 0 if last_n is None else len(blocks) - last_n
+    return [f"{prefix}.{i}.{name}" for i, block in enumerate(blocks) if i >= first
+            for name, m in block.named_modules() if isinstance(m, nn.Linear)]
 
 
 def apply_lora(model: nn.Module, settings: LoraSettings) -> list[str]:
@@ -47,7 +58,7 @@ def apply_lora(model: nn.Module, settings: LoraSettings) -> list[str]:
     from peft import LoraConfig, inject_adapter_in_model
 
     hf = getattr(model.body, "model", model.body)
-    targets = settings.targets or lora_targets(hf)
+    targets = settings.targets or lora_targets(hf, settings.last_n)
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=targets, bias="none")
     inject_adapter_in_model(config, hf)

@@ -1,11 +1,18 @@
-"""Partial fine-tuning on cached lower layers (the partial regime with cache_lower).
+"""Training on cached lower layers: the partial regime, or LoRA on the top blocks, with cache_lower.
 
-The partial regime trains the last N blocks and the head; the blocks below are frozen, so (without their dropout)
-they give each text the same output every epoch. Here they run once per text: each training and validation item
-gets its hidden states after the last frozen block, and training runs only the top blocks, the pooling and the
-head, from those. The top runs through the Hugging Face model's own forward (its attention masks, position
-handling and norms), with the embedding module swapped for one that returns the cached states and the block list
-for its top N, so the computation above the cache is the uncached model's, which build_cache checks on a few texts.
+The partial regime trains the last N blocks and the head (with LoRA and cache_lower: adapters on the last N
+blocks only); the blocks below are frozen, so (without their dropout) they give each text the same output every
+epoch. Here they run once per text: each training and validation item gets its hidden states after the last frozen
+block, and training runs only the top blocks, the pooling and the head, from those. The top runs through the
+Hugging Face model's own forward (its attention masks, position handling and norms), with the embedding module
+swapped for one that returns the cached states and the block list for its top N, so the computation above the
+cache is the uncached model's, which build_cache checks on a few texts.
+
+Encoders (LowerCache) and prompted causal LMs behind the prompt's prefix cache (CausalLowerCache) differ in one
+thing: in a causal LM the text attends to the prompt prefix in every block. The prefix's keys and values in the
+frozen blocks never change, and its hidden states where the top begins are computed once; in the top blocks they
+depend on the weights being trained, so the prefix runs through the top blocks once per batch, with grad, as the
+uncached prefix runs through all of them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from headswap.errors import ConfigError
 from headswap.inference import item_length
 from headswap.nn.classifier import ClassifierModule
 from headswap.nn.hf import HFBody, body_blocks
+from headswap.nn.prefix_cache import PrefixCachedBody, _returned_cache
 from headswap.text.encoding import label_tensor, pad
 
 # Largest difference allowed between the cached and the uncached logits in the build-time check: float32
@@ -117,6 +125,99 @@ class LowerCache:
             setattr(self.parent, self.name, blocks)
 
 
+
+def _layer_pairs(cache, layers: range) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(keys, values) of the given layer indices of a returned cache (transformers >= 4.56 or 4.4x layouts)."""
+    if hasattr(cache, "layers"):
+        pairs = [(cache.layers[i].keys, cache.layers[i].values) for i in layers]
+    elif hasattr(cache, "key_cache"):
+        pairs = [(cache.key_cache[i], cache.value_cache[i]) for i in layers]
+    else:
+        raise ConfigError(f"cache_lower: cannot read the prompt prefix's keys/values from a {type(cache).__name__}")
+    if any(k is None or v is None or k.numel() == 0 for k, v in pairs):
+        raise ConfigError("cache_lower: the model returned no keys/values for the prompt prefix in its top blocks")
+    return pairs
+
+
+class CausalLowerCache(LowerCache):
+    """Where the frozen lower blocks end in a prompted classifier on a causal LM (its body a PrefixCachedBody:
+    slm-logits, slm-letters, slm-hidden-mlp), and how to run above them. lower() is LowerCache's."""
+
+    def __init__(self, classifier: nn.Module, last_n: int):
+        body = getattr(classifier, "body", None)
+        if not isinstance(body, PrefixCachedBody):
+            raise ConfigError("cache_lower on a causal language model caches the blocks below a prompted "
+                              "strategy's prompt (slm-logits, slm-letters, slm-hidden-mlp with the prefix cache); "
+                              "this strategy's body is not one: train it without cache_lower")
+        model = body.model
+        self.classifier, self.model, self.body = classifier, model, body
+        self.blocks = body_blocks(model)
+        if not 1 <= last_n < len(self.blocks):
+            raise ConfigError(f"cache_lower: last_n must be between 1 and {len(self.blocks) - 1} (the body has "
+                              f"{len(self.blocks)} blocks and at least one must stay below to cache), got {last_n}")
+        self.split = len(self.blocks) - last_n
+        self.top = nn.ModuleList(list(self.blocks)[self.split:])
+        self.parent, self.name = _owner(model, self.blocks)
+        self.embed_parent, self.embed_name = _owner(model, model.get_input_embeddings())
+        self._prefix: tuple[list, torch.Tensor] | None = None
+
+    def lower(self, items: Sequence[dict], collate, batch_size: int) -> list[torch.Tensor]:
+        was = self.classifier.training
+        self.classifier.eval()
+        try:
+            with torch.inference_mode():
+                self.body.prefix_kv()    # kept in eval mode: the texts' pass below must not meet the prefix's
+            return super().lower(items, collate, batch_size)
+        finally:
+            self.classifier.train(was)
+
+    def prefix(self) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        """The prefix's (keys, values) in the frozen blocks and its (1, P, D) hidden states after the last of
+        them: one run of the frozen model, kept (the frozen blocks hold no trained weights)."""
+        if self._prefix is None:
+            captured = []
+            handle = self.blocks[self.split - 1].register_forward_hook(
+                lambda _m, _i, out: captured.append(out[0] if isinstance(out, tuple) else out))
+            was = self.model.training
+            self.model.eval()
+            try:
+                with torch.no_grad():
+                    out = self.model(input_ids=self.body.prefix_ids, use_cache=True)
+            finally:
+                handle.remove()
+                self.model.train(was)
+            lower = [(k.clone(), v.clone()) for k, v in _layer_pairs(_returned_cache(out), range(self.split))]
+            self._prefix = lower, captured[0].float().clone()
+        return self._prefix
+
+    @contextmanager
+    def above(self, hidden: torch.Tensor):
+        """Inside, the body's forward takes the prefix's cached frozen-block keys/values plus its top-block ones
+        (computed now, through the current weights) and runs the top blocks on `hidden`."""
+        lower, prefix_hidden = self.prefix()
+        given = _Given()
+        body, model = self.body, self.model
+
+        def prefix_kv():
+            given.hidden = prefix_hidden.to(hidden.device)
+            out = model(input_ids=body.prefix_ids, use_cache=True)    # the top blocks only
+            given.hidden = hidden
+            top = _layer_pairs(_returned_cache(out), range(self.split, len(self.blocks)))
+            return [(k.to(hidden.device), v.to(hidden.device)) for k, v in lower] + top
+
+        given.hidden = hidden
+        embed, blocks = getattr(self.embed_parent, self.embed_name), getattr(self.parent, self.name)
+        setattr(self.embed_parent, self.embed_name, given)
+        setattr(self.parent, self.name, self.top)
+        body.prefix_kv = prefix_kv     # an instance attribute: shadows the method until deleted
+        try:
+            yield
+        finally:
+            del body.prefix_kv
+            setattr(self.embed_parent, self.embed_name, embed)
+            setattr(self.parent, self.name, blocks)
+
+
 class TopOnCache(ClassifierModule):
     """The classifier's top blocks, pooling and head, run on cached lower hidden states. Its parameters are the
     classifier's own (registered under `classifier.`), so training it trains the classifier."""
@@ -159,7 +260,8 @@ def build_cache(classifier: nn.Module, last_n: int, items: Sequence[dict], eval_
     from headswap.inference import cached_features
     from headswap.train.checkpoint import data_digest
 
-    cache = LowerCache(classifier, last_n)
+    cache = (CausalLowerCache if isinstance(getattr(classifier, "body", None), PrefixCachedBody) else LowerCache)(
+        classifier, last_n)
     top = TopOnCache(cache)
 
     def cached(part):
