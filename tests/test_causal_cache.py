@@ -90,7 +90,9 @@ def test_fitted_on_the_cache_it_predicts_through_the_whole_body_and_reloads_exac
     probs = clf.predict_proba(TEXTS)
     clf.save(tmp_path / "m")
     again = load_model(tmp_path / "m", progress=False)
-    assert (again.predict_proba(TEXTS) == probs).all()
+    # exact on a CPU; a model trained on a GPU predicts there, and its reload on the CPU rounds differently
+    tol = 1e-5 if torch.cuda.is_available() else 0.0
+    assert abs(again.predict_proba(TEXTS) - probs).max() <= tol
 
 
 def test_cache_lower_needs_a_regime_that_leaves_frozen_blocks(causal):
