@@ -60,12 +60,8 @@ class LowerCache:
     module, as BERT-family encoders have), and how to run above them."""
 
     def __init__(self, classifier: nn.Module, last_n: int):
-        body = getattr(classifier, "body", None)
-        model = getattr(body, "model", None)
-        if not isinstance(body, HFBody) or not isinstance(getattr(model, "embeddings", None), nn.Module):
-            raise ConfigError("cache_lower caches the lower blocks of an encoder model (BERT-style embeddings and "
-                              "blocks); this strategy's body is not one: train it without cache_lower")
-        self.classifier, self.model = classifier, model
+        self.classifier = classifier
+        self.model = model = self._model(classifier)
         self.blocks = body_blocks(model)
         if not 1 <= last_n < len(self.blocks):
             raise ConfigError(f"cache_lower: last_n must be between 1 and {len(self.blocks) - 1} (the body has "
@@ -73,6 +69,16 @@ class LowerCache:
         self.split = len(self.blocks) - last_n
         self.top = nn.ModuleList(list(self.blocks)[self.split:])
         self.parent, self.name = _owner(model, self.blocks)
+
+    @staticmethod
+    def _model(classifier: nn.Module) -> nn.Module:
+        """The Hugging Face model whose blocks are cut; ConfigError when this class cannot run above its cache."""
+        body = getattr(classifier, "body", None)
+        model = getattr(body, "model", None)
+        if not isinstance(body, HFBody) or not isinstance(getattr(model, "embeddings", None), nn.Module):
+            raise ConfigError("cache_lower caches the lower blocks of an encoder model (BERT-style embeddings and "
+                              "blocks); this strategy's body is not one: train it without cache_lower")
+        return model
 
     @torch.inference_mode()
     def lower(self, items: Sequence[dict], collate, batch_size: int) -> list[torch.Tensor]:
@@ -141,25 +147,22 @@ def _layer_pairs(cache, layers: range) -> list[tuple[torch.Tensor, torch.Tensor]
 
 class CausalLowerCache(LowerCache):
     """Where the frozen lower blocks end in a prompted classifier on a causal LM (its body a PrefixCachedBody:
-    slm-logits, slm-letters, slm-hidden-mlp), and how to run above them. lower() is LowerCache's."""
+    slm-logits, slm-letters, slm-hidden-mlp), and how to run above them."""
 
     def __init__(self, classifier: nn.Module, last_n: int):
+        super().__init__(classifier, last_n)
+        self.body = classifier.body
+        self.embed_parent, self.embed_name = _owner(self.model, self.model.get_input_embeddings())
+        self._prefix: tuple[list, torch.Tensor] | None = None
+
+    @staticmethod
+    def _model(classifier: nn.Module) -> nn.Module:
         body = getattr(classifier, "body", None)
         if not isinstance(body, PrefixCachedBody):
             raise ConfigError("cache_lower on a causal language model caches the blocks below a prompted "
                               "strategy's prompt (slm-logits, slm-letters, slm-hidden-mlp with the prefix cache); "
                               "this strategy's body is not one: train it without cache_lower")
-        model = body.model
-        self.classifier, self.model, self.body = classifier, model, body
-        self.blocks = body_blocks(model)
-        if not 1 <= last_n < len(self.blocks):
-            raise ConfigError(f"cache_lower: last_n must be between 1 and {len(self.blocks) - 1} (the body has "
-                              f"{len(self.blocks)} blocks and at least one must stay below to cache), got {last_n}")
-        self.split = len(self.blocks) - last_n
-        self.top = nn.ModuleList(list(self.blocks)[self.split:])
-        self.parent, self.name = _owner(model, self.blocks)
-        self.embed_parent, self.embed_name = _owner(model, model.get_input_embeddings())
-        self._prefix: tuple[list, torch.Tensor] | None = None
+        return body.model
 
     def lower(self, items: Sequence[dict], collate, batch_size: int) -> list[torch.Tensor]:
         was = self.classifier.training
