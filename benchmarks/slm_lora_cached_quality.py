@@ -40,16 +40,19 @@ def settings(config: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(SHARED / "emotion"), help="a folder with train.csv, validation.csv, test.csv")
+    ap.add_argument("--data", default=str(SHARED / "emotion"), help="a folder with train.csv and test.csv; validation.csv, or validation is held out of train.csv")
     ap.add_argument("--n-train", type=int, default=1000)
     ap.add_argument("--n-val", type=int, default=500)
     ap.add_argument("--configs", default="all:2:2e-3,top8:2:2e-3")
     ap.add_argument("--out", default="benchmarks/results/slm_lora_cached_quality.json")
     args = ap.parse_args(argv)
-    train, val = load_dataset(f"{args.data}/train.csv"), load_dataset(f"{args.data}/validation.csv")
-    test = load_dataset(f"{args.data}/test.csv")
+    train, test = load_dataset(f"{args.data}/train.csv"), load_dataset(f"{args.data}/test.csv")
+    if Path(args.data, "validation.csv").is_file():
+        val = load_dataset(f"{args.data}/validation.csv")
+        val, _ = stratified_split(val, 1 - args.n_val / len(val), seed=0)
+    else:     # validation held out of train.csv, before the training sample is drawn
+        train, val = stratified_split(train, args.n_val / len(train), seed=0)
     train, _ = stratified_split(train, 1 - args.n_train / len(train), seed=0)
-    val, _ = stratified_split(val, 1 - args.n_val / len(val), seed=0)
     results = []
     for config in args.configs.split(","):
         kw = settings(config)
