@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from test_training_speed import LABELS as SPAM_LABELS, TEXTS as SPAM_TEXTS
 from tiny_models import make_tiny_causal
 
 from headswap.api import TextClassifier, load_model
@@ -16,11 +17,8 @@ from headswap.train.lower_cache import CausalLowerCache, build_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TEXTS = ["win cash now call this number", "free entry txt win to claim your prize", "urgent you have won",
-         "see you at noon", "call me when you are free", "running late sorry", "ok on my way home",
-         "hello world this is a test", "win", "see you", "free prize call now you have won the cash entry",
-         "ok"] * 2
-LABELS = ["spam", "spam", "spam", "ham", "ham", "ham", "ham", "ham", "spam", "ham", "spam", "ham"] * 2
+# 24 spam/ham texts of mixed lengths (the training-speed tests' twelve, twice)
+TEXTS, LABELS = SPAM_TEXTS[:24], SPAM_LABELS[:24]
 
 
 @pytest.fixture(scope="module")

@@ -236,8 +236,9 @@ def _lazy_init(layer, k: torch.Tensor, v: torch.Tensor) -> bool:
     return True
 
 
-def _kv_pairs(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per-layer (keys, values) from a returned cache, across transformers cache layouts."""
+def _kv_pairs(cache, layers: slice = slice(None)) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer (keys, values) from a returned cache, across transformers cache layouts; `layers` picks some
+    (headswap.train.lower_cache reads the top blocks' of a run that went through those alone)."""
     if hasattr(cache, "layers"):                         # transformers >= 4.56 / 5.x
         pairs = [(layer.keys, layer.values) for layer in cache.layers]
     elif hasattr(cache, "key_cache"):                    # transformers 4.4x-4.55 DynamicCache
@@ -246,7 +247,9 @@ def _kv_pairs(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
         pairs = [(layer[0], layer[1]) for layer in cache]
     else:
         raise ConfigError(f"cannot read the prefix keys/values from a {type(cache).__name__}")
-    if not pairs or any(k is None or v is None for k, v in pairs):
+    pairs = pairs[layers]
+    # an empty tensor: the placeholder older caches keep for a layer that was skipped
+    if not pairs or any(k is None or v is None or k.numel() == 0 for k, v in pairs):
         raise ConfigError("the model returned no (or partial) keys/values for the prefix; "
                           "it cannot be used with the prefix cache")
     return pairs

@@ -27,7 +27,7 @@ from headswap.errors import ConfigError
 from headswap.inference import item_length
 from headswap.nn.classifier import ClassifierModule
 from headswap.nn.hf import HFBody, body_blocks
-from headswap.nn.prefix_cache import PrefixCachedBody, _returned_cache
+from headswap.nn.prefix_cache import PrefixCachedBody, _kv_pairs, _returned_cache
 from headswap.text.encoding import label_tensor, pad
 
 # Largest difference allowed between the cached and the uncached logits in the build-time check: float32
@@ -131,20 +131,6 @@ class LowerCache:
             setattr(self.parent, self.name, blocks)
 
 
-
-def _layer_pairs(cache, layers: range) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(keys, values) of the given layer indices of a returned cache (transformers >= 4.56 or 4.4x layouts)."""
-    if hasattr(cache, "layers"):
-        pairs = [(cache.layers[i].keys, cache.layers[i].values) for i in layers]
-    elif hasattr(cache, "key_cache"):
-        pairs = [(cache.key_cache[i], cache.value_cache[i]) for i in layers]
-    else:
-        raise ConfigError(f"cache_lower: cannot read the prompt prefix's keys/values from a {type(cache).__name__}")
-    if any(k is None or v is None or k.numel() == 0 for k, v in pairs):
-        raise ConfigError("cache_lower: the model returned no keys/values for the prompt prefix in its top blocks")
-    return pairs
-
-
 class CausalLowerCache(LowerCache):
     """Where the frozen lower blocks end in a prompted classifier on a causal LM (its body a PrefixCachedBody:
     slm-logits, slm-letters, slm-hidden-mlp), and how to run above them."""
@@ -189,7 +175,7 @@ class CausalLowerCache(LowerCache):
             finally:
                 handle.remove()
                 self.model.train(was)
-            lower = [(k.clone(), v.clone()) for k, v in _layer_pairs(_returned_cache(out), range(self.split))]
+            lower = [(k.clone(), v.clone()) for k, v in _kv_pairs(_returned_cache(out), slice(self.split))]
             self._prefix = lower, captured[0].float().clone()
         return self._prefix
 
@@ -205,7 +191,7 @@ class CausalLowerCache(LowerCache):
             given.hidden = prefix_hidden.to(hidden.device)
             out = model(input_ids=body.prefix_ids, use_cache=True)    # the top blocks only
             given.hidden = hidden
-            top = _layer_pairs(_returned_cache(out), range(self.split, len(self.blocks)))
+            top = _kv_pairs(_returned_cache(out), slice(self.split, None))
             return [(k.to(hidden.device), v.to(hidden.device)) for k, v in lower] + top
 
         given.hidden = hidden
