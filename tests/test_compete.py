@@ -152,3 +152,32 @@ def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_ru
         assert probed == [("big", "causal-embedding-mlp"), ("enc", "encoder-mlp")]
         assert [e["reason"].startswith("not timed") for e in entries[1:3]] == [True, True]
         assert [p[0].model for p in plans] == (["enc"] if too_slow else ["big", "enc"])
+        # the rungs kept from halving still have a row in the arms table, saying why
+        assert [e.get("stopped_because") for e in entries] == \
+            (["too dear"] * 3 if too_slow else [None, "too dear", "too dear"]) + [None]
+
+
+def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran():
+    """Every fine-tuning arm too dear to time (a slow machine): the report still names each and why, rather than
+    dropping the section."""
+    from headswap.bench.auto_report import arms_markdown
+    from headswap.bench.compete import prepare
+
+    clock = Clock()
+    climb = climb_for(clock)
+    climb.costs = Costs()
+
+    def probe(rung, entry, most):
+        entry.update(status="skipped", reason="too slow for the 62 s left: timing 8 batches took over 20 s")
+        return False
+
+    climb.probe = probe
+    climb.skip = lambda entry, reason, status="skipped": entry.update(status=status, reason=reason)
+    rungs = [Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("other", "encoder", "encoder-mlp", "full", 1)]
+    plans, entries = prepare(climb, rungs)
+    for e in entries:
+        e["arm"] = e["model_name"] = e["model"]
+    lines = arms_markdown({"candidates": entries, "budget_seconds": 90.0})
+    assert plans == [] and any("No arm got a slice" in line for line in lines)
+    rows = [line for line in lines if line.startswith(("| enc", "| other"))]
+    assert len(rows) == 2 and all("too dear" in r and "timing 8 batches" in r for r in rows), rows

@@ -330,7 +330,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
     from headswap.bench.report_text import arm_rows
-    if arm_rows(summary):
+    if any(a.get("slices") for a in arm_rows(summary)):      # a chart of no slices would say nothing
         try:
             from headswap.plots import plot_arm_curves
             plot_arm_curves(arm_rows(summary), out / "arms.png")

@@ -53,11 +53,12 @@ def arms_markdown(a: dict) -> list[str]:
     arms = arm_rows(a)
     if not arms:
         return []
-    h = a.get("halving") or {}
+    h = a.get("halving")
     lines = ["", "## Where the budget went: the fine-tuning arms", "",
              f"Successive halving over {_fmt_duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
              f"a time; no arm holds more than {_fmt_duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
-             "round: seconds (wall clock, loading included).", ""]
+             "round: seconds (wall clock, loading included)." if h else
+             "No arm got a slice of the budget: timing a few batches of each showed it too dear, or left no time.", ""]
     if a.get("arms_chart"):
         lines += [f"![validation of each arm against time]({a['arms_chart']})", ""]
     lines += ["| arm | slices | seconds | share of budget | best validation macro F1 | stopped | why |",

@@ -76,6 +76,10 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
         # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
         dear[rung.model] = f"not timed: {label(entry)} was too dear for a first slice, and this rung costs as much " \
                            f"a step or more"
+    planned = {id(e) for _, _, e in plans}
+    for entry in entries:        # an arm that never got to halving still has a row in the report's arms table
+        if id(entry) not in planned:
+            entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=_never_ran(entry))
     if lr_search and plans and climb.settings.get("body_lr") is not None:
         climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
     for rung, _, entry in list(plans) if lr_search else ():
@@ -84,6 +88,14 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
             entries.append(e)
             plans.append((rung, tuned, e))
     return plans, entries
+
+
+def _never_ran(entry: dict) -> str:
+    """Why a fine-tuning rung that prepare() kept from halving stopped, in halving's words."""
+    if entry.get("status") == "failed":
+        return "failed"
+    reason = entry.get("reason", "")
+    return "too dear" if reason.startswith("too slow") or "too dear for a first slice" in reason else "budget"
 
 
 def _probe_limit(climb, rung) -> float:

@@ -205,7 +205,8 @@ def _arms(auto: dict, charts: "_Charts") -> dict:
         seconds(c.get("seconds")), f"{(c.get('seconds') or 0) / auto['budget_seconds']:.0%}",
         num(c.get("validation_macro_f1")), c.get("stopped_because") or c.get("status") or "–",
         c.get("reason") or ""]) for c in arms]
-    return {"id": "arms", "chart": charts.img("the arms' validation curves", lambda p: plot_arm_curves(arms, p),
+    return {"id": "arms", "chart": None if not any(c.get("slices") for c in arms) else
+            charts.img("the arms' validation curves", lambda p: plot_arm_curves(arms, p),
                                               "validation macro F1 of each fine-tuning arm against time"),
             "table": {"header": header, "rows": body}}
 
