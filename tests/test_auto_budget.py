@@ -269,3 +269,18 @@ def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit
     skipped = next(e for e in climb.entries if e["model"] == "misfit")
     assert skipped["status"] == "skipped" and "third of the budget" in skipped["reason"], skipped
     assert climb.tier_left() == pytest.approx(900.0 / 3 - 200.0)
+
+
+def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_took(monkeypatch):
+    """Exporting traces every block (MiniLM: 16-18 s on an idle 2-core machine) while MiniLM loads in under a
+    second: the reserve counts the export by the body's blocks, for exportable strategies on encoders only."""
+    import headswap.bench.ladder as ladder
+    from headswap.bench.ladder import EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK, Rung
+
+    monkeypatch.setattr(ladder, "_blocks", lambda model: 6)
+    costs = Costs(n_train=100, n_validation=20, n_test=10, batch_size=16)
+    probe = {"load_seconds": 0.3, "inference_seconds_per_text": 0.0, "train_batch_seconds": 0.1}
+    full, tied = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("lm", "causal", "slm-logits", "lora", 1)
+    costs.probes.update({full.cost_key: probe, tied.cost_key: probe})
+    assert costs.reserve(full) == pytest.approx(0.3 + EXPORT_SECONDS + 6 * EXPORT_SECONDS_PER_BLOCK)
+    assert costs.reserve(tied) == pytest.approx(0.3 + 2 * 0.3)        # saved, not exported: twice its load

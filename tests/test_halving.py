@@ -140,3 +140,31 @@ def test_an_arm_refused_a_first_slice_is_not_replaced_by_a_later_one_that_costs_
     assert policy.arms["full"].kind == policy.arms["similarity"].kind == "not admitted"
     assert "costs about as much" in policy.arms["similarity"].why
     assert "costs about as much" not in policy.arms["full"].why
+
+
+def test_an_arm_whose_slice_overran_its_plan_plans_its_later_slices_for_the_overrun():
+    """Each slice costs 3 s more than the estimate (a checkpoint saved and resumed): after its first slice an arm
+    counts them in its overhead, its later slices leave room for them, and the run ends within its budget."""
+    clock = Clock()
+    policy = Halving(arms(4), 600.0, clock)
+    true_overhead = 8.0
+    busy = lambda s: s.seconds + max(true_overhead - policy.arms[s.arm].overhead_seconds, 0.0)   # noqa: E731
+    play(policy, clock, lambda a, t: 0.5 + 0.1 * int(a[-1]) + t / 6000, busy=busy)
+    assert all(a.overhead_seconds == pytest.approx(true_overhead) for a in policy.arms.values() if a.slices)
+    assert clock.now - 500.0 <= 600.0 + 1e-6
+
+
+def test_a_leader_whose_score_saturates_trains_on_while_its_validation_loss_falls():
+    """SMS spam: every slice of the leader scores 1.0 on validation. A slice that ties it at a lower validation loss
+    (improved) keeps it training; one that does not is a plateau."""
+    for improves, kind in ((True, "budget"), (False, "plateau")):
+        clock = Clock()
+        policy = Halving(arms(1), 600.0, clock)
+        while (slices := policy.next()):
+            s = slices[0]
+            clock.now += s.seconds
+            policy.report(s.arm, [(clock.now, 1.0)], improved=improves)
+        policy.finish()
+        arm = policy.arms["arm0"]
+        assert arm.kind == kind, arm.why
+        assert (clock.now - 500.0 > 550.0) == improves         # trained on to the budget's end, or stopped early

@@ -185,7 +185,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
         entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
         if tuned:
             entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
-        jobs[name] = (rung, settings, entry, overhead)
+        jobs[name] = (rung, settings, entry)
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
     policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget)
     log(f"  successive halving: {len(policy.queue)} of {len(arms)} arms get a first slice of about "
@@ -195,7 +195,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     try:
         while True:
             for s in policy.next():
-                rung, settings, entry, overhead = jobs[s.arm]
+                rung, settings, entry = jobs[s.arm]
+                overhead = policy.arms[s.arm].overhead_seconds      # as the arm's earlier slices corrected it
                 log(f"  {s.arm}: slice of {_dur(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
                     f"{_dur(policy.left())} left)")
                 runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
@@ -207,7 +208,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             seen[name] = result.get("history_length", seen.get(name, 0))
             before = policy.arms[name].best
             policy.report(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
-                          finished=result.get("finished", False), node=result.get("node"))
+                          finished=result.get("finished", False), node=result.get("node"),
+                          improved=result.get("better", False))
             arm, entry = policy.arms[name], jobs[name][2]
             to_beat = _to_beat(climb, entry, before)
             if result.get("notes"):
@@ -236,7 +238,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     if best_blob is not None:
         climb.best = load_shipped(best_blob)
     summary = policy.summary()
-    for name, (rung, settings, entry, _) in jobs.items():
+    for name, (rung, settings, entry) in jobs.items():
         a = summary["arms"][name]
         status = "skipped" if a["status"] == "not run" else "ran" if a["best"] is not None else "failed"
         entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"], stopped_because=a["stopped_because"],

@@ -20,9 +20,9 @@ every slice costs besides training: loading the model, the loop's start-up, the 
    Ranked on their best validation score so far, the worse half stops (`halved`), keeping its best checkpoint: it
    stays a candidate for the winner, and may be picked up again (below).
 3. The leader. With one arm left (or the rounds played), the best arm gets what is left, slice after slice, until
-   a slice does not improve its validation score (`plateau`), its planned epochs are done (`finished`), or the
-   budget ends (`budget`). If it stops with time left, the best arm that was halved takes over under the same
-   rules.
+   a slice neither raises its validation score nor ties it at a lower validation loss (`plateau`), its planned
+   epochs are done (`finished`), or the budget ends (`budget`). If it stops with time left, the best arm that was
+   halved takes over under the same rules.
 4. The 1/3 rule. No arm holds more than a third of the budget (CAP of `cap_seconds`, times the `parallel` slots
    that run arms at once) unless it leads on validation (the best score of all arms): a slice is cut to the arm's
    room under the cap; an arm without room stops (`cap`).
@@ -248,12 +248,16 @@ class Halving:
 
     # ---- results ----------------------------------------------------------------------------------------------
     def report(self, name: str, points: Sequence[tuple[float, float]] = (), error: str | None = None,
-               finished: bool = False, node: str | None = None) -> None:
+               finished: bool = False, node: str | None = None, improved: bool = False) -> None:
         """A slice ended: its validation points (clock reading, score), or its error; finished: the arm trained all
-        its planned epochs."""
+        its planned epochs; improved: its weights beat the arm's earlier ones (a tie at a lower validation loss
+        included, as the training loop ranks them)."""
         arm, s = self.arms[name], self.running.pop(name)
         s.end, s.node = self.clock(), node
         arm.seconds += s.end - s.start
+        # A slice that ran past its plan ran past it in what the estimate left out (saving and resuming the
+        # checkpoint, a slow validation): the arm's later slices plan for it, so they, and the run, end on time.
+        arm.overhead_seconds += max(s.end - s.start - s.seconds, 0.0)
         arm.slices.append(s)
         arm.curve.extend((float(t), float(v)) for t, v in points)
         for _, v in points:
@@ -265,10 +269,13 @@ class Halving:
         if finished:
             return self._stop(arm, "finished", "trained all its planned epochs")
         if self.round == "lead":
-            gained = arm.best is not None and (s.best_before is None or arm.best > s.best_before + IMPROVEMENT)
+            # A score that saturates (1.0 on a small, easy validation set) can only tie: a tie at a lower validation
+            # loss is still progress, and the leader trains on as the arm alone would.
+            gained = arm.best is not None and (s.best_before is None or arm.best > s.best_before + IMPROVEMENT
+                                               or improved and arm.best >= s.best_before)
             if not gained:
                 self._stop(arm, "plateau", f"validation stopped improving: its last slice ({_s(s.end - s.start)}) "
-                                           f"did not beat {_f(s.best_before)}")
+                                           f"did not beat {_f(s.best_before)}, nor tie it at a lower loss")
             elif self.left() > 0:
                 self.queue.append(name)
 

@@ -14,6 +14,7 @@ and are corrected by what the run measures as it goes (Costs.learn).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -30,6 +31,9 @@ FROZEN_HEADS = (("logistic", "linear", "logistic"), ("linear", "linear", "loop")
 # (headswap.train.logistic warm-starts its C grid); Costs.learn corrects it from what runs measure.
 LOGISTIC_SECONDS = 5e-8
 SHIP_LOADS = 6.0          # saving and ONNX-exporting the winner, in units of the model's load time (at least 2 s)
+# ... and at least this: torch.onnx.export traces every block (torch.export, then the translation to ONNX), whatever
+# the load took: 16.5-18.5 s for MiniLM's 6 blocks, 28-29 s for multilingual-e5-small's 12 (idle 2-core Xeon).
+EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK = 4.5, 2.0
 # What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
 # converted on its first load: 30-48 s here).
 PROBE_GUESS = {"encoder": 10.0, "causal": 30.0}
@@ -104,6 +108,7 @@ def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: st
     return rungs, skipped
 
 
+@functools.lru_cache(maxsize=None)
 def _blocks(model: str) -> int:
     """The model's block count from its config (0 when unknown): the cached-partial rung needs one to cache."""
     from headswap.errors import HeadswapError
@@ -168,6 +173,8 @@ class Costs:
         p = self.probe(rung)
         load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
         ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
+        if get(rung.strategy).exportable and rung.kind == "encoder" and rung.tier != "static":   # traced by block
+            ship = max(ship, EXPORT_SECONDS + EXPORT_SECONDS_PER_BLOCK * _blocks(rung.model))
         texts = 1.5 * self.n_test + (self.n_validation if self.blends else 0)
         return load + texts * p["inference_seconds_per_text"] + ship
 
