@@ -71,6 +71,9 @@ def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation
         ("tiny-causal", "slm-logits", "causal", "lora")]
     assert all(c["status"] == "ran" for c in cands), cands
     assert all(c["estimated_seconds"] > 0 for c in cands[1:])
+    # the fine-tuning arms started from the frozen MLP head (the linear ones do not fit an MLP head)
+    assert [c.get("started_from", "").split(" (")[0] for c in cands if c["tier"] == "fine-tune"] == \
+        ["tiny-enc · encoder-mlp · head-only · mlp head"] * 2
     best = max(c["validation_macro_f1"] for c in cands)
     winner = [c for c in cands if c.get("winner")]
     assert len(winner) == 1 and winner[0]["validation_macro_f1"] == best

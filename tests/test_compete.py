@@ -56,6 +56,8 @@ class Runner:
 
     def start(self, name, rung, settings, seen):
         self.started.append(name)
+        self.settings = getattr(self, "settings", {})
+        self.settings.setdefault(name, settings)
         took = settings["time_limit"] + 5.0
         self.clock.now += took
         score = self.scores[name].pop(0)
@@ -80,7 +82,7 @@ class Runner:
 def climb_for(clock, budget=900.0):
     baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
     return types.SimpleNamespace(
-        costs=Costs(), budget=budget, finish=0.0, settings={}, entries=[], best=None, best_entry=baseline,
+        costs=Costs(), budget=budget, finish=0.0, settings={}, entries=[], best=None, best_entry=baseline, heads={},
         log=lambda msg: None, train=None, validation=None, left=lambda: budget - clock())
 
 
@@ -181,3 +183,20 @@ def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran
     assert plans == [] and any("No arm got a slice" in line for line in lines)
     rows = [line for line in lines if line.startswith(("| enc", "| other"))]
     assert len(rows) == 2 and all("too dear" in r and "timing 8 batches" in r for r in rows), rows
+
+
+def test_an_arm_is_offered_its_model_and_strategys_frozen_heads_best_first():
+    clock = Clock()
+    rung, other = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("enc", "encoder", "similarity", "full", 1)
+    entries = [{"model": "enc", "model_name": "enc", "strategy": s, "regime": "full", "rung": "full"}
+               for s in ("encoder-mlp", "similarity")]
+    runner = Runner(clock, {"enc · encoder-mlp · full": [0.9] * 9, "enc · similarity · full": [0.8] * 9})
+    climb = climb_for(clock)
+    climb.heads = {("enc", "encoder-mlp"): [(0.7, "enc · encoder-mlp · head-only · linear", {"w": 1}),
+                                            (0.8, "enc · encoder-mlp · head-only · mlp", {"w": 2})]}
+    compete(climb, ([(rung, {}, entries[0]), (other, {}, entries[1])], entries), clock=clock, folder="unused",
+            runner=runner)
+    offered = runner.settings["enc · encoder-mlp · full"]["start_heads"]
+    assert [name for name, _ in offered] == ["enc · encoder-mlp · head-only · mlp (0.8000)",
+                                             "enc · encoder-mlp · head-only · linear (0.7000)"]
+    assert "start_heads" not in runner.settings["enc · similarity · full"]     # no frozen rung of its strategy

@@ -133,9 +133,9 @@ def test_an_arm_refused_a_first_slice_is_not_replaced_by_a_later_one_that_costs_
     """Two rungs of one cost are probed a few percent apart: the ladder's order decides between them, not the noise
     (emotion's 15-minute run admitted similarity in place of encoder-mlp full, 2.3 against 2.5 min). A later arm
     that is clearly cheaper (a learning-rate variant of a cheap arm) still gets in."""
-    arms = [Arm("cached", 60.0, 20.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
-            Arm("cached lr", 60.0, 20.0)]
-    policy = Halving(arms, 500.0, Clock())
+    arms = [Arm("cached", 200.0, 40.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
+            Arm("cached lr", 200.0, 40.0)]
+    policy = Halving(arms, 400.0, Clock())     # full's least slice (130 s) and the cached arm's (90 s) over 200 s
     assert policy.queue == ["cached", "cached lr"]
     assert policy.arms["full"].kind == policy.arms["similarity"].kind == "not admitted"
     assert "costs about as much" in policy.arms["similarity"].why
@@ -168,3 +168,20 @@ def test_a_leader_whose_score_saturates_trains_on_while_its_validation_loss_fall
         arm = policy.arms["arm0"]
         assert arm.kind == kind, arm.why
         assert (clock.now - 500.0 > 550.0) == improves         # trained on to the budget's end, or stopped early
+
+
+def test_a_dear_arm_gets_its_least_slice_where_the_round_holds_it_and_the_cheaper_arms_make_room():
+    """Full fine-tuning needs 130 s for a first slice, the cached partial 35 s; with 250 s for the first round an even
+    split (125 s each) would refuse full for 5 s. It is admitted with its 130 s and the cheap arm gets the other 120."""
+    clock = Clock()
+    arms = [Arm("cached", 60.0, 20.0), Arm("full", 400.0, 30.0), Arm("cached lr", 60.0, 20.0)]
+    policy = Halving(arms, 500.0, clock)
+    assert policy.queue == ["cached", "full"] and policy.arms["cached lr"].kind == "not admitted"
+    first = {s.arm: s.seconds for s in policy.next()}
+    clock.now += first["cached"]
+    policy.report("cached", [(clock.now, 0.9)])
+    first.update({s.arm: s.seconds for s in policy.next()})
+    assert first == pytest.approx({"cached": 120.0, "full": 130.0})
+    # an even split wherever no least slice is over it
+    even = Halving([Arm("a", 60.0, 20.0), Arm("b", 60.0, 20.0)], 500.0, Clock())
+    assert [s.seconds for s in even.next()] == pytest.approx([125.0])

@@ -43,6 +43,8 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
         strategy.freeze(module, params["regime"])
     if weights is not None:
         model_dir.load_weights(module, weights)
+    elif texts is not None and getattr(clf, "start_heads_", None):     # this fit's alone: not kept for the next
+        clf.started_from_ = start_head(module, vars(clf).pop("start_heads_"))
     if texts is not None:
         _to_training_device(module)
     # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
@@ -55,6 +57,21 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     clf.runtime_, clf.param_counts_ = "torch", None
     for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
         setattr(clf, key + "_", value)
+
+
+def start_head(module, heads) -> str | None:
+    """Load into module's head the first of `heads` ((name, state dict), best first) with the same parameters by
+    name and shape; its name, or None when none fits. A fine-tuning run that starts from a head already fitted on
+    the frozen body's features (linear probing, then fine-tuning: Kumar et al. 2022) begins at that head's score:
+    its first minutes are not spent fitting a random head, and a random head's first gradients do not disturb
+    the pretrained features."""
+    head = getattr(module, "head", None)
+    own = head.state_dict() if head is not None else {}
+    for name, state in heads:
+        if own and state.keys() == own.keys() and all(state[k].shape == own[k].shape for k in own):
+            head.load_state_dict(state)
+            return name
+    return None
 
 
 def _to_training_device(module) -> None:

@@ -54,9 +54,12 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
 
     t0 = time.perf_counter()
     settings = {**settings, "resume": Path(settings["checkpoint_dir"]).is_dir()}
+    heads = settings.pop("start_heads", None)
     said = io.StringIO()
     try:
         clf = _classifier(rung, settings, epochs=settings["epochs"])
+        if heads and not settings["resume"]:     # a later slice resumes from the arm's checkpoint instead
+            clf.start_heads_ = heads
         with contextlib.redirect_stderr(said), slices_of_a_run():   # resume lines: one per slice, nothing to act on
             clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
     except Exception as e:  # one arm's failure must not end the run
@@ -71,7 +74,8 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     points = slice_points(history, seen, clf.build_seconds_, clf.train_seconds_, spe)
     return clf, {"points": points, "finished": clf.stopped_ is None, "history_length": len(history),
                  "better": better_than(*_best(history[seen:]), *_best(history[:seen])),
-                 "notes": list(clf.notes_), "seconds": time.perf_counter() - t0}
+                 "notes": list(clf.notes_), "started_from": getattr(clf, "started_from_", None),
+                 "seconds": time.perf_counter() - t0}
 
 
 def _best(history: list[dict]) -> tuple:

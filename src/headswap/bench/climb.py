@@ -58,6 +58,8 @@ class Climb:
         self.cheap_from: float | None = None    # left() when the cheap rungs began (their share is capped from it)
         self.dear: list[Rung] = []
         self.probe_seconds: dict[str, float] = {}
+        # (model, strategy): [(validation macro F1, rung, head state)] of the frozen rungs, for the arms to start from
+        self.heads: dict[tuple[str, str], list] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
 
     # ---- one rung -----------------------------------------------------------------------------------
@@ -184,6 +186,11 @@ class Climb:
                 self.costs.learn(rung, learn, entry["seconds"])
             if rung.regime == "head-only":
                 self.costs.encoded.add((rung.model, rung.strategy))
+                head = getattr(clf.module_, "head", None)
+                if head is not None:
+                    self.heads.setdefault((rung.model, rung.strategy), []).append(
+                        (entry["validation_macro_f1"], label(entry),
+                         {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
                 self.best_reserve = self.costs.reserve(rung)

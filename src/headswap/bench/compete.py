@@ -182,6 +182,9 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
         name = arm_name(entry)
         arms.append(Arm(name, epoch, overhead))
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
+        heads = sorted(climb.heads.get((rung.model, rung.strategy), ()), key=lambda h: -h[0])
+        if heads:       # the frozen rungs' heads, best first: the arm's first slice starts from one that fits
+            settings["start_heads"] = [(f"{name} ({score:.4f})", state) for score, name, state in heads]
         entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
         if tuned:
             entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
@@ -214,6 +217,9 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             to_beat = _to_beat(climb, entry, before)
             if result.get("notes"):
                 entry["notes"] = result["notes"]
+            if result.get("started_from"):
+                entry["started_from"] = result["started_from"]
+                log(f"    {name} started from the head of {result['started_from']}")
             if arm.best is not None:
                 entry["validation_macro_f1"] = arm.best
             log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
