@@ -146,8 +146,8 @@ class Halving:
         admitted, refused = [], math.inf
         for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
             if a.least_slice >= SAME_COST * refused:
-                self._stop(a, "not admitted", f"an arm before it that costs about as much ({_s(refused)} at least) "
-                                              f"got no first slice", "not run")
+                self._stop(a, "not admitted", f"an arm before it that costs about as much or less ({_s(refused)} at "
+                                              f"least, this one {_s(a.least_slice)}) got no first slice", "not run")
             elif self._fits(admitted + [a], budget):
                 admitted.append(a)
             else:
