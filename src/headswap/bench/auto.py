@@ -330,10 +330,11 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
     from headswap.bench.report_text import arm_rows
-    if any(a.get("slices") for a in arm_rows(summary)):      # a chart of no slices would say nothing
+    arms = arm_rows(summary)
+    if any(a.get("slices") for a in arms):      # a chart of no slices would say nothing
         try:
             from headswap.plots import plot_arm_curves
-            plot_arm_curves(arm_rows(summary), out / "arms.png")
+            plot_arm_curves(arms, out / "arms.png")
             summary["arms_chart"] = "arms.png"
         except ImportError:
             pass

@@ -54,6 +54,10 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     from headswap.bench.climb import FINAL_MARGIN, entry_for, label
     from headswap.bench.halving import CAP
 
+    def kept_out(entry: dict, kind: str) -> None:
+        """A rung that never gets to halving still has a row in the report's arms table: `kind` in halving's words."""
+        entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=kind)
+
     plans, entries = [], []
     dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
     for rung in rungs:
@@ -61,25 +65,26 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
         entries.append(entry)
         if climb.left() <= FINAL_MARGIN * climb.budget:
             climb.skip(entry, "the budget was spent before this rung")
+            kept_out(entry, "budget")
             continue
         if rung.model in dear:
             climb.skip(entry, dear[rung.model])
+            kept_out(entry, "too dear")
             continue
         if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
             plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
             if _least_slice(climb.costs, rung) <= CAP * climb.budget * max(1, parallel):
                 continue
-        elif not entry.get("reason", "").startswith("too slow"):
-            continue                             # failed, or not timed for want of time: says nothing of the rest
+        else:
+            too_slow = entry.get("reason", "").startswith("too slow")
+            kept_out(entry, "too dear" if too_slow else "failed" if entry.get("status") == "failed" else "budget")
+            if not too_slow:
+                continue                         # failed, or not timed for want of time: says nothing of the rest
         # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
         # cross-encoder; unprompted LoRA, prompted, generation), so one too dear for a first slice says the same
         # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
         dear[rung.model] = f"not timed: {label(entry)} was too dear for a first slice, and this rung costs as much " \
                            f"a step or more"
-    planned = {id(e) for _, _, e in plans}
-    for entry in entries:        # an arm that never got to halving still has a row in the report's arms table
-        if id(entry) not in planned:
-            entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=_never_ran(entry))
     if lr_search and plans and climb.settings.get("body_lr") is not None:
         climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
     for rung, _, entry in list(plans) if lr_search else ():
@@ -88,14 +93,6 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
             entries.append(e)
             plans.append((rung, tuned, e))
     return plans, entries
-
-
-def _never_ran(entry: dict) -> str:
-    """Why a fine-tuning rung that prepare() kept from halving stopped, in halving's words."""
-    if entry.get("status") == "failed":
-        return "failed"
-    reason = entry.get("reason", "")
-    return "too dear" if reason.startswith("too slow") or "too dear for a first slice" in reason else "budget"
 
 
 def _probe_limit(climb, rung) -> float:

@@ -175,7 +175,7 @@ class Halving:
         cheap arm's learning-rate variant for want of a few seconds."""
         share, even = self._plan(len(arms), left)
         room = share * min(self.parallel, len(arms))
-        if not arms or sum(a.least_slice for a in arms) > room * (1 + 1e-9):
+        if sum(a.least_slice for a in arms) > room * (1 + 1e-9):
             return None
         fixed: dict[str, float] = {}
         while True:
