@@ -291,3 +291,42 @@ def test_a_probe_says_nothing_of_its_texts_the_real_fit_will_say(world, caplog):
         probe_timing(Rung(enc, "encoder", "encoder-mlp", "full", 1), data,
                      {"progress": False, "batch_size": 4, "max_length": 3}, batches=2, time_limit=60)
     assert not [r for r in caplog.records if "truncated" in r.getMessage()]
+
+
+class _Encoder:
+    def encode(self, texts):          # a text of n words is n tokens
+        return [{"input_ids": [1] * len(t.split())} for t in texts]
+
+
+class _Fitted:
+    eval_batch_size = 4
+    encoder_ = _Encoder()
+
+
+def test_the_probes_inference_time_is_scaled_to_a_pass_in_order_of_length():
+    """The timed call pads each batch of 4 to its longest text; a pass over the data set pads to about each text's
+    own length, so a text costs the mean length over the padded length per text of the timed call."""
+    from headswap.bench.measure import padding_share
+
+    timed = ["a " * 2] * 3 + ["a " * 10] + ["a " * 4] * 4        # batches padded to 10 and 4: 56 tokens, 7 a text
+    data = ["a " * 2, "a " * 5] * 50                                # 3.5 tokens a text
+    assert padding_share(_Fitted(), timed, data) == pytest.approx(3.5 / 7)
+    # a batch's fixed cost stays: never under a quarter, and never more than the timed call
+    assert padding_share(_Fitted(), ["a " * 40] + ["a"] * 3, ["a"] * 10) == 0.25
+    assert padding_share(_Fitted(), ["a"] * 4, ["a " * 9] * 10) == 1.0
+
+
+def test_the_probe_reports_inference_scaled_by_its_padding(world, monkeypatch):
+    """probe_timing's per-text inference time is what it timed times padding_share of the timed texts against the
+    training texts."""
+    from headswap.data.load import from_lists
+    _, enc, _, _ = world
+    rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1, regime="full")
+    data = from_lists(TEXTS, LABELS)
+    calls = []
+    monkeypatch.setattr(headswap.bench.measure, "padding_share", lambda clf, timed, texts: calls.append(
+        (list(timed), list(texts))) or 0.0)
+    probe = headswap.bench.measure.probe_timing(rungs[0], data, {"progress": False, "batch_size": 4})
+    assert probe["inference_seconds_per_text"] == 0.0
+    (timed, texts), = calls
+    assert set(timed) <= set(TEXTS) and len(timed) >= 2 and texts == list(data.texts)
