@@ -13,6 +13,7 @@ import pytest
 from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
 import headswap.bench.climb
+import headswap.bench.compete
 import headswap.bench.measure
 from cli_run import invoke
 from headswap.bench.auto import auto
@@ -269,6 +270,39 @@ def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit
     skipped = next(e for e in climb.entries if e["model"] == "misfit")
     assert skipped["status"] == "skipped" and "third of the budget" in skipped["reason"], skipped
     assert climb.tier_left() == pytest.approx(900.0 / 3 - 200.0)
+
+
+def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypatch):
+    """Each cheap rung may take half of what is left, but not what the cheapest arm needs for its first slice:
+    two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
+    minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
+    from headswap.bench.compete import arms_spare
+    from headswap.bench.ladder import Rung
+
+    _, enc, _, _ = world
+    clock = FakeClock()
+    climb, _ = _climb(enc, clock, budget=900.0)
+    probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
+             "train_startup_seconds": 0.0}
+    ran = []
+    estimates = {"first": 100.0, "second": 100.0, "third": 30.0}
+    monkeypatch.setattr(climb.costs, "estimate", lambda rung, epochs=None: estimates[rung.model])
+    monkeypatch.setattr(climb, "train_rung", lambda rung, entry, **kw: ran.append(rung.model) or
+                        setattr(clock, "now", clock.now + estimates[rung.model]))
+    rungs = [Rung(m, "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="mlp") for m in estimates]
+    for r in rungs:
+        climb.costs.probes[r.cost_key] = probe
+    arms = {"room": 330.0, "least": 150.0}       # what the arms would share now, and their cheapest first slice
+    monkeypatch.setattr(headswap.bench.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
+    monkeypatch.setattr(headswap.bench.compete, "_least_slice", lambda c, rung: arms["least"])
+    climb.arms_follow = True
+    climb.arms_spare = arms_spare(climb, [(rungs[0], {}, {})])
+    climb.run_all(rungs)
+    # 100 s leaves the arms 230 s; a second 100 s would leave 130 s, under their 150 s; 30 s leaves them 200 s
+    assert ran == ["third", "first"]
+    skipped = next(e for e in climb.entries if e["model"] == "second")
+    assert skipped["status"] == "skipped" and "cheapest first slice" in skipped["reason"], skipped
+    assert climb.arms_spare() == pytest.approx(330.0 - 130.0 - 150.0)
 
 
 def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_took(monkeypatch):

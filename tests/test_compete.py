@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from headswap.bench.compete import compete
 from headswap.bench.ladder import Rung
 
@@ -41,6 +43,9 @@ class Costs:
 
     def batch(self, rung):
         return 16
+
+    def lower_pass(self, rung):
+        return 0.0
 
 
 class Runner:
@@ -200,3 +205,29 @@ def test_an_arm_is_offered_its_model_and_strategys_frozen_heads_best_first():
     assert [name for name, _ in offered] == ["enc · encoder-mlp · head-only · mlp (0.8000)",
                                              "enc · encoder-mlp · head-only · linear (0.7000)"]
     assert "start_heads" not in runner.settings["enc · similarity · full"]     # no frozen rung of its strategy
+
+
+def test_a_cached_arms_first_slice_trains_for_its_plan_less_its_lower_block_pass():
+    """The cached partial's first slice makes the pass of its frozen lower blocks (outside the loop's time limit):
+    that slice's time limit leaves room for it, its later slices' do not, and no slice runs past its plan."""
+    clock = Clock()
+    rung = Rung("enc", "encoder", "encoder-mlp", "partial", 1, last_n=2)
+    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "partial",
+             "rung": "partial-cached"}
+    limits = []
+
+    class Timed(Runner):
+        def start(self, name, rung, settings, seen):
+            limits.append(settings["time_limit"])
+            super().start(name, rung, {**settings, "time_limit": settings["time_limit"] + (30.0 if seen == 0 else 0)},
+                          seen)
+    runner = Timed(clock, {"enc · encoder-mlp · partial · partial-cached": [0.6, 0.7, 0.8] + [0.8] * 8})
+    climb = climb_for(clock)
+    climb.costs.lower_pass = lambda r: 30.0 if r.last_n else 0.0
+    compete(climb, ([(rung, {}, entry)], [entry]), clock=clock, folder="unused", runner=runner)
+    slices = entry["slices"]
+    assert len(slices) >= 2
+    # the load (5 s) is each slice's overhead; the pass, 30 s, the first slice's alone
+    assert limits[0] == pytest.approx(slices[0]["planned_seconds"] - 5.0 - 30.0)
+    assert limits[1] == pytest.approx(slices[1]["planned_seconds"] - 5.0)
+    assert [s["seconds"] for s in slices] == pytest.approx([s["planned_seconds"] for s in slices])

@@ -185,3 +185,23 @@ def test_a_dear_arm_gets_its_least_slice_where_the_round_holds_it_and_the_cheape
     # an even split wherever no least slice is over it
     even = Halving([Arm("a", 60.0, 20.0), Arm("b", 60.0, 20.0)], 500.0, Clock())
     assert [s.seconds for s in even.next()] == pytest.approx([125.0])
+
+
+def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
+    """A cached partial's lower-block pass (once_seconds) is made in the first slice of the arm or its learning-rate
+    variants (one group) and reused after: it counts in their least slice until then, and not after."""
+    def three(once):
+        return [Arm("cached", 60.0, 10.0, once_seconds=once, group="g"),
+                Arm("cached lr", 60.0, 10.0, once_seconds=once, group="g"), Arm("full", 200.0, 10.0)]
+    # 330 s over 2 rounds and the leader: a first round of 110 s holds 25 + 25 + 60 s, not 55 + 55 + 60 s
+    assert Halving(three(0.0), 330.0, Clock()).queue == ["cached", "cached lr", "full"]
+    assert Halving(three(30.0), 330.0, Clock()).queue == ["cached", "cached lr"]
+    clock = Clock()
+    group = three(30.0)
+    policy = Halving(group, 1000.0, clock)
+    assert [a.least_slice for a in group] == pytest.approx([55.0, 55.0, 60.0])
+    s = policy.next()[0]
+    assert s.arm == "cached" and s.seconds >= 55.0
+    clock.now += s.seconds
+    policy.report(s.arm, [(clock.now, 0.8)])
+    assert [a.least_slice for a in group] == pytest.approx([25.0, 25.0, 60.0])     # paid for the group

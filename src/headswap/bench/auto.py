@@ -163,7 +163,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
     from headswap.bench.climb import Climb
-    from headswap.bench.compete import arms_can_run, compete, prepare
+    from headswap.bench.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.bench.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
@@ -257,6 +257,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
         prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
         climb.arms_follow = arms_can_run(climb, prepared[0])
+        if climb.arms_follow:
+            climb.arms_spare = arms_spare(climb, prepared[0])
         with feature_cache():
             climb.run_all([r for r in ladder if not r.fine_tuning])
     except BaseException:

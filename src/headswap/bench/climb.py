@@ -54,6 +54,7 @@ class Climb:
         self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
         self.arms_follow = False      # fine-tuning arms compete after these rungs: half of what is left is theirs
+        self.arms_spare: Callable[[], float] | None = None    # ... and what a cheap rung may take of it now
         self.misfit: set[str] = set()  # models whose vocabulary does not fit the texts: their cheap rungs go last
         self.cheap_from: float | None = None    # left() when the cheap rungs began (their share is capped from it)
         self.dear: list[Rung] = []
@@ -163,6 +164,10 @@ class Climb:
             return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
                                     + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
                                     f"keeping {_dur(c.reserve(rung))} to ship it")
+        spare = self.arms_spare() if later and self.arms_spare is not None else math.inf
+        if est > spare:
+            return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(spare, 0))} that the fine-tuning arms "
+                                    f"can spare beside their cheapest first slice")
         tier = self.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000

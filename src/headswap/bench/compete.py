@@ -109,7 +109,7 @@ def _least_slice(c, rung) -> float:
     from headswap.bench.halving import Arm
 
     epoch, overhead, _ = _costs(c, rung)
-    return Arm("", epoch, overhead).least_slice
+    return Arm("", epoch, overhead, once_seconds=c.lower_pass(rung)).least_slice
 
 
 def _costs(c, rung) -> tuple[float, float, int]:
@@ -134,17 +134,32 @@ def _reserve(climb, plans: list) -> float:
     return max(fits) if fits else min(c.reserve(r) for r, _, _ in plans)
 
 
+def _arms_room(climb, plans: list) -> float:
+    """What the arms would share if they began now: what is left, less the finish, the room to ship the winner and
+    the final margin."""
+    from headswap.bench.climb import FINAL_MARGIN
+
+    return climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+
+
 def arms_can_run(climb, plans: list) -> bool:
     """Whether any arm's first slice fits half of what is left (after the room to ship) and the 1/3 cap: only then
     do the cheap rungs leave half of what is left to the arms."""
-    from headswap.bench.climb import FINAL_MARGIN
     from headswap.bench.halving import CAP
 
     if not plans:
         return False
-    room = climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
     least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
-    return least <= min(room / 2, CAP * climb.budget)
+    return least <= min(_arms_room(climb, plans) / 2, CAP * climb.budget)
+
+
+def arms_spare(climb, plans: list) -> Callable[[], float]:
+    """The seconds a cheap rung may take now and still leave the cheapest arm its first slice. Each cheap rung may
+    take half of what is left, so two in a row could take three quarters: at 5 minutes on emotion the frozen
+    logistic and linear heads (77 and 13 s) left the arms 62 s, where the cheapest needed 74 s, and the run
+    ended at 64% of its budget with TF-IDF."""
+    least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
+    return lambda: _arms_room(climb, plans) - least
 
 
 def _to_beat(climb, entry: dict, before: float | None) -> float:
@@ -162,7 +177,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
     from headswap.bench.arms import LocalArms, clean_for_shipping, load_shipped
-    from headswap.bench.climb import FINAL_MARGIN, _dur
+    from headswap.bench.climb import _dur
     from headswap.bench.halving import Arm, Halving
 
     c, log = climb.costs, climb.log
@@ -170,14 +185,16 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     climb.entries.extend(entries)
     if not plans:
         return
-    room = climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+    room = _arms_room(climb, plans)
     arms, jobs = [], {}
     for rung, tuned, entry in plans:
         epoch, overhead, every = _costs(c, rung)
         planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
             if more_epochs else rung.epochs
         name = arm_name(entry)
-        arms.append(Arm(name, epoch, overhead))
+        # The rung's first slice makes its lower-block pass; its learning-rate variants, after it in the queue, reuse it
+        arms.append(Arm(name, epoch, overhead, once_seconds=0.0 if tuned else c.lower_pass(rung),
+                        group=repr(rung.cost_key)))
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
         heads = sorted(climb.heads.get((rung.model, rung.strategy), ()), key=lambda h: -h[0])
         if heads:       # the frozen rungs' heads, best first: the arm's first slice starts from one that fits
@@ -196,7 +213,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
         while True:
             for s in policy.next():
                 rung, settings, entry = jobs[s.arm]
-                overhead = policy.arms[s.arm].overhead_seconds      # as the arm's earlier slices corrected it
+                arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
+                overhead = arm.overhead_seconds + arm.once_seconds
                 log(f"  {s.arm}: slice of {_dur(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
                     f"{_dur(policy.left())} left)")
                 runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},

@@ -3,10 +3,12 @@ bracket of Hyperband, Li et al. 2017) on wall-clock seconds, with a leader that 
 no Ray, no training; a clock is passed in, arms report what their slices measured, decisions come out.
 
 An arm is one fine-tuning candidate (model x strategy x regime, or one of its learning rates), known to the policy
-by its estimated cost: `epoch_seconds` (one epoch of training with its validations) and `overhead_seconds` (what
-every slice costs besides training: loading the model, the loop's start-up, the validation at the stop).
+by its estimated cost: `epoch_seconds` (one epoch of training with its validations), `overhead_seconds` (what
+every slice costs besides training: loading the model, the loop's start-up, the validation at the stop) and
+`once_seconds` (what the first slice of its group pays once: a cached partial's pass of its frozen lower blocks).
 
-1. Admission. An arm's least useful slice is its overhead plus FIRST_SLICE_EPOCHS of an epoch. An arm whose least
+1. Admission. An arm's least useful slice is its overhead (and its one-off cost, until paid) plus
+   FIRST_SLICE_EPOCHS of an epoch. An arm whose least
    slice is over a third of the budget cannot run (the 1/3 rule below would stop it before it could lead); it says
    so. The rest are admitted in the order given (auto gives the rungs in ladder order, then their learning-rate
    variants), each while the budget still gives it and those before it a first slice, and, after an arm was
@@ -88,10 +90,14 @@ class Arm:
     seconds: float = 0.0         # wall-clock seconds of its slices
     slices: list[Slice] = field(default_factory=list)
     curve: list[tuple[float, float]] = field(default_factory=list)    # (clock reading, validation score)
+    # What the first slice of any arm of `group` pays once (a cached partial's pass of its frozen lower blocks, which
+    # its later slices and its learning-rate variants reuse): 0 once one of them has run a slice.
+    once_seconds: float = 0.0
+    group: str | None = None
 
     @property
     def least_slice(self) -> float:
-        return self.overhead_seconds + FIRST_SLICE_EPOCHS * self.epoch_seconds
+        return self.overhead_seconds + self.once_seconds + FIRST_SLICE_EPOCHS * self.epoch_seconds
 
 
 class Halving:
@@ -276,6 +282,9 @@ class Halving:
         arm, s = self.arms[name], self.running.pop(name)
         s.end, s.node = self.clock(), node
         arm.seconds += s.end - s.start
+        for a in self.arms.values():     # the one-off pass is made: no later slice of the group pays it again
+            if a is arm or arm.group is not None and a.group == arm.group:
+                a.once_seconds = 0.0
         # A slice that ran past its plan ran past it in what the estimate left out (saving and resuming the
         # checkpoint, a slow validation): the arm's later slices plan for it, so they, and the run, end on time.
         arm.overhead_seconds += max(s.end - s.start - s.seconds, 0.0)

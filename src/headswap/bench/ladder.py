@@ -159,13 +159,23 @@ class Costs:
         p = self.probe(rung)
         epochs = rung.epochs if epochs is None else epochs
         train = (p.get("train_startup_seconds") or 0.0) + epochs * self.epoch_seconds(rung)
-        if (rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded) or rung.last_n:
-            # the frozen body's (or lower blocks') pass over every text, once; a whole forward pass bounds it
+        if rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded:
+            # the frozen body's pass over every text, once
             train += (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
+        train += self.lower_pass(rung)
         if rung.head_fit == "logistic":
             from headswap.train.logistic import C_GRID
             train += LOGISTIC_SECONDS * self.n_train * (p.get("feature_dim") or 768) * self.n_classes * len(C_GRID)
         return p["load_seconds"] + train
+
+    def lower_pass(self, rung: Rung) -> float:
+        """A cached-partial rung's one pass of its frozen lower blocks over every text (0 for other rungs): that
+        share of the blocks of a forward pass."""
+        if not rung.last_n:
+            return 0.0
+        blocks = _blocks(rung.model)
+        share = (blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0
+        return (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0) * share
 
     def reserve(self, rung: Rung) -> float:
         """What must stay free for the rung to be shipped if it wins: loading it, a pass over validation to blend it
