@@ -205,3 +205,19 @@ def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
     clock.now += s.seconds
     policy.report(s.arm, [(clock.now, 0.8)])
     assert [a.least_slice for a in group] == pytest.approx([25.0, 25.0, 60.0])     # paid for the group
+
+
+def test_where_no_arm_is_under_the_cap_the_cheapest_runs_alone_if_the_budget_holds_it():
+    """Emotion at 5 minutes: the cached partial's least slice (119 s, its lower-block pass included) is over a third
+    of the budget (100 s). Alone it leads, so the 1/3 rule cannot stop it: it runs, and trains to the end."""
+    clock = Clock()
+    dear = [Arm("cached", 300.0, 16.0, once_seconds=30.0), Arm("full", 600.0, 20.0)]   # least 121 and 170 s
+    policy = Halving(dear, 150.0, clock, cap_seconds=300.0)
+    assert policy.queue == ["cached"] and policy.arms["full"].kind == "too dear"
+    play(policy, clock, lambda a, t: 0.7 + t / 1000)
+    policy.finish()
+    cached = policy.arms["cached"]
+    assert cached.kind == "budget" and cached.seconds == pytest.approx(150.0)
+    # a budget that cannot hold even the cheapest: nothing runs
+    none = Halving([Arm("cached", 300.0, 16.0, once_seconds=30.0)], 110.0, Clock(), cap_seconds=300.0)
+    assert none.queue == [] and none.arms["cached"].kind == "too dear"

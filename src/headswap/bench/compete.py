@@ -143,14 +143,13 @@ def _arms_room(climb, plans: list) -> float:
 
 
 def arms_can_run(climb, plans: list) -> bool:
-    """Whether any arm's first slice fits half of what is left (after the room to ship) and the 1/3 cap: only then
-    do the cheap rungs leave half of what is left to the arms."""
-    from headswap.bench.halving import CAP
-
+    """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs leave
+    the arms half of what is left, and their cheapest first slice (arms_spare). An arm over the 1/3 cap may run
+    alone (halving.Halving)."""
     if not plans:
         return False
     least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
-    return least <= min(_arms_room(climb, plans) / 2, CAP * climb.budget)
+    return least <= _arms_room(climb, plans)
 
 
 def arms_spare(climb, plans: list) -> Callable[[], float]:

@@ -28,7 +28,8 @@ every slice costs besides training: loading the model, the loop's start-up, the 
    halved takes over under the same rules.
 4. The 1/3 rule. No arm holds more than a third of the budget (CAP of `cap_seconds`, times the `parallel` slots
    that run arms at once) unless it leads on validation (the best score of all arms): a slice is cut to the arm's
-   room under the cap; an arm without room stops (`cap`).
+   room under the cap; an arm without room stops (`cap`). Where no arm's least slice is under the cap, the
+   cheapest one that the budget holds runs alone (it leads, being the only one).
 
 Why not Ray Tune's schedulers. ASHA and HyperBand promote trials on a shared `time_attr` at fixed rung levels;
 they know no total wall-clock budget that the trials share, nor that trials cost differently per unit of progress,
@@ -141,14 +142,23 @@ class Halving:
 
     # ---- admission --------------------------------------------------------------------------------------------
     def _admit(self, arms: list[Arm], budget: float) -> None:
-        fit = []
+        fit, dear = [], []
         for a in arms:
             if a.least_slice > self.cap:
-                self._stop(a, "too dear", f"its least slice ({_s(a.overhead_seconds)} of loading and start-up and "
-                           f"{FIRST_SLICE_EPOCHS:.0%} of a {_s(a.epoch_seconds)} epoch) is over a third of the "
-                           f"budget ({_s(self.cap)})", "not run")
+                dear.append(a)
+                self._stop(a, "too dear", f"its least slice ({_s(a.overhead_seconds + a.once_seconds)} of loading "
+                           f"and start-up and {FIRST_SLICE_EPOCHS:.0%} of a {_s(a.epoch_seconds)} epoch) is over a "
+                           f"third of the budget ({_s(self.cap)}), and it would not be the only arm", "not run")
             else:
                 fit.append(a)
+        if not fit and dear:
+            # The 1/3 rule binds an arm while another leads; an arm alone leads, so one whose least slice is over a
+            # third may run alone where the budget holds it (a cached partial's first slice with its lower-block
+            # pass, 119 s of emotion's 5 minutes, where the frozen heads alone would leave 29% of it unused).
+            alone = min(dear, key=lambda a: a.least_slice)
+            if self._fits([alone], budget):
+                alone.status, alone.kind, alone.why = "waiting", None, None
+                fit = [alone]
         admitted, refused = [], math.inf
         for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
             if a.least_slice >= SAME_COST * refused:
