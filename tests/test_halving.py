@@ -221,3 +221,19 @@ def test_where_no_arm_is_under_the_cap_the_cheapest_runs_alone_if_the_budget_hol
     # a budget that cannot hold even the cheapest: nothing runs
     none = Halving([Arm("cached", 300.0, 16.0, once_seconds=30.0)], 110.0, Clock(), cap_seconds=300.0)
     assert none.queue == [] and none.arms["cached"].kind == "too dear"
+
+
+def test_what_a_finished_leader_leaves_goes_to_an_arm_that_was_not_admitted():
+    """One arm admitted finishes its planned epochs early; no arm was halved, so the first arm that was not admitted
+    and whose first slice fits what is left trains on it, rather than the minutes going unused."""
+    clock = Clock()
+    policy = Halving([Arm("cached", 50.0, 10.0), Arm("full", 80.0, 20.0)], 100.0, clock, cap_seconds=900.0)
+    assert policy.queue == ["cached"] and policy.arms["full"].kind == "not admitted"
+    s = policy.next()[0]
+    clock.now += 55.0
+    policy.report(s.arm, [(clock.now, 0.9)], finished=True)
+    nxt = policy.next()
+    assert [x.arm for x in nxt] == ["full"] and nxt[0].seconds == pytest.approx(45.0)
+    clock.now += 45.0
+    policy.report("full", [(clock.now, 0.85)])
+    assert policy.next() == [] and policy.arms["cached"].kind == "finished"

@@ -25,7 +25,7 @@ every slice costs besides training: loading the model, the loop's start-up, the 
 3. The leader. With one arm left (or the rounds played), the best arm gets what is left, slice after slice, until
    a slice neither raises its validation score nor ties it at a lower validation loss (`plateau`), its planned
    epochs are done (`finished`), or the budget ends (`budget`). If it stops with time left, the best arm that was
-   halved takes over under the same rules.
+   halved takes over under the same rules, or, where none was, the first arm not admitted whose first slice fits.
 4. The 1/3 rule. No arm holds more than a third of the budget (CAP of `cap_seconds`, times the `parallel` slots
    that run arms at once) unless it leads on validation (the best score of all arms): a slice is cut to the arm's
    room under the cap; an arm without room stops (`cap`). Where no arm's least slice is under the cap, the
@@ -269,14 +269,16 @@ class Halving:
                 self.planned = self._round_slices(survivors, max(self.left(), 0)) or {}
                 return
         self.round = "lead"
-        # The leader: the best arm that may still train (one that was halved keeps its checkpoint and can).
-        pick = [a for a in self.arms.values() if a.status == "running" or a.kind == "halved"
+        # The leader: the best arm that may still train (one that was halved keeps its checkpoint and can); failing
+        # those, one that was not admitted, where what a finished leader left holds its first slice (SMS spam at
+        # 5 minutes: the one arm admitted finished its planned epochs with 46 s of the arms' 126 s unused).
+        pick = [a for a in self.arms.values() if a.status == "running" or a.kind in ("halved", "not admitted")
                 and min(self.left(), self.cap - a.seconds) >= a.least_slice]
         if not pick:
             self.queue = []
             return
         top = max(pick, key=lambda a: (a.best if a.best is not None else -math.inf, -list(self.arms).index(a.name)))
-        if top.kind == "halved":
+        if top.kind in ("halved", "not admitted"):
             top.status, top.kind, top.why = "running", None, None
         for a in pick:
             if a is not top and a.status == "running":
