@@ -245,25 +245,31 @@ def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog
     assert "1 classes" not in caplog.text and "one class has two texts or more" in caplog.text
 
 
-def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit_models_go_last(world, monkeypatch):
-    """With fine-tuning arms to follow, a frozen rung that would take the cheap rungs past a third of the budget
-    is skipped (saying so) even where half of what is left would hold it; a model whose vocabulary does not fit
-    runs its cheap rungs after those of a model that fits, cheaper or not."""
+def _cheap_rungs(enc, clock, monkeypatch, estimates: dict):
+    """(climb, frozen rungs named after `estimates`' models, the list of those that ran): each rung takes its
+    estimate on the clock, probed already."""
     from headswap.bench.ladder import Rung
 
-    _, enc, _, _ = world
-    clock = FakeClock()
     climb, _ = _climb(enc, clock, budget=900.0)
     probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
              "train_startup_seconds": 0.0}
     ran = []
-    estimates = {"fits": 200.0, "misfit": 120.0}
     monkeypatch.setattr(climb.costs, "estimate", lambda rung, epochs=None: estimates[rung.model])
     monkeypatch.setattr(climb, "train_rung", lambda rung, entry, **kw: ran.append(rung.model) or
                         setattr(clock, "now", clock.now + estimates[rung.model]))
-    rungs = [Rung(m, "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="mlp") for m in ("misfit", "fits")]
+    rungs = [Rung(m, "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="mlp") for m in estimates]
     for r in rungs:
         climb.costs.probes[r.cost_key] = probe
+    return climb, rungs, ran
+
+
+def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit_models_go_last(world, monkeypatch):
+    """With fine-tuning arms to follow, a frozen rung that would take the cheap rungs past a third of the budget
+    is skipped (saying so) even where half of what is left would hold it; a model whose vocabulary does not fit
+    runs its cheap rungs after those of a model that fits, cheaper or not."""
+    _, enc, _, _ = world
+    clock = FakeClock()
+    climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"misfit": 120.0, "fits": 200.0})
     climb.arms_follow, climb.misfit = True, {"misfit"}
     climb.run_all(rungs)
     assert ran == ["fits"]          # first, though dearer; then 200 + 120 s would pass 300 s, a third of 900
@@ -277,21 +283,10 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
     minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
     from headswap.bench.compete import arms_spare
-    from headswap.bench.ladder import Rung
 
     _, enc, _, _ = world
     clock = FakeClock()
-    climb, _ = _climb(enc, clock, budget=900.0)
-    probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
-             "train_startup_seconds": 0.0}
-    ran = []
-    estimates = {"first": 100.0, "second": 100.0, "third": 30.0}
-    monkeypatch.setattr(climb.costs, "estimate", lambda rung, epochs=None: estimates[rung.model])
-    monkeypatch.setattr(climb, "train_rung", lambda rung, entry, **kw: ran.append(rung.model) or
-                        setattr(clock, "now", clock.now + estimates[rung.model]))
-    rungs = [Rung(m, "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="mlp") for m in estimates]
-    for r in rungs:
-        climb.costs.probes[r.cost_key] = probe
+    climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"first": 100.0, "second": 100.0, "third": 30.0})
     arms = {"room": 330.0, "least": 150.0}       # what the arms would share now, and their cheapest first slice
     monkeypatch.setattr(headswap.bench.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
     monkeypatch.setattr(headswap.bench.compete, "_least_slice", lambda c, rung: arms["least"])
