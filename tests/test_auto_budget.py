@@ -5,6 +5,7 @@ time the user waited reported. Most tests run on a fake clock; one runs the real
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -270,7 +271,7 @@ def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit
     _, enc, _, _ = world
     clock = FakeClock()
     climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"misfit": 120.0, "fits": 200.0})
-    climb.arms_follow, climb.misfit = True, {"misfit"}
+    climb.arms_spare, climb.misfit = lambda: math.inf, {"misfit"}   # arms follow, and spare all
     climb.run_all(rungs)
     assert ran == ["fits"]          # first, though dearer; then 200 + 120 s would pass 300 s, a third of 900
     skipped = next(e for e in climb.entries if e["model"] == "misfit")
@@ -290,7 +291,6 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     arms = {"room": 330.0, "least": 150.0}       # what the arms would share now, and their cheapest first slice
     monkeypatch.setattr(headswap.bench.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
     monkeypatch.setattr(headswap.bench.compete, "_least_slice", lambda c, rung: arms["least"])
-    climb.arms_follow = True
     climb.arms_spare = arms_spare(climb, [(rungs[0], {}, {})])
     climb.run_all(rungs)
     # 100 s leaves the arms 230 s; a second 100 s would leave 130 s, under their 150 s; 30 s leaves them 200 s

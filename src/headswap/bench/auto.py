@@ -256,8 +256,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
     try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
         prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
-        climb.arms_follow = arms_can_run(climb, prepared[0])
-        if climb.arms_follow:
+        if arms_can_run(climb, prepared[0]):
             climb.arms_spare = arms_spare(climb, prepared[0])
         with feature_cache():
             climb.run_all([r for r in ladder if not r.fine_tuning])

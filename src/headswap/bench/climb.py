@@ -53,8 +53,9 @@ class Climb:
         # shipping the best so far takes (best_reserve), so that a rung or probe that does not win costs no overrun.
         self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
-        self.arms_follow = False      # fine-tuning arms compete after these rungs: half of what is left is theirs
-        self.arms_spare: Callable[[], float] | None = None    # ... and what a cheap rung may take of it now
+        # Where fine-tuning arms compete after these rungs: what a cheap rung may take now and leave the cheapest
+        # its first slice (besides which half of what is left is theirs); None where no arm can run
+        self.arms_spare: Callable[[], float] | None = None
         self.misfit: set[str] = set()  # models whose vocabulary does not fit the texts: their cheap rungs go last
         self.cheap_from: float | None = None    # left() when the cheap rungs began (their share is capped from it)
         self.dear: list[Rung] = []
@@ -158,13 +159,13 @@ class Climb:
         c = self.costs
         est, room = c.estimate(rung), self.room(rung)
         entry["estimated_seconds"] = est
-        later = self.arms_follow
+        later = self.arms_spare is not None
         share = room / 2 if later else room     # fine-tuning arms wait: half of what is left stays theirs
         if est > share:
             return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
                                     + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
                                     f"keeping {_dur(c.reserve(rung))} to ship it")
-        spare = self.arms_spare() if later and self.arms_spare is not None else math.inf
+        spare = self.arms_spare() if later else math.inf
         if est > spare:
             return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(spare, 0))} that the fine-tuning arms "
                                     f"can spare beside their cheapest first slice")

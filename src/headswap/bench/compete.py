@@ -146,10 +146,7 @@ def arms_can_run(climb, plans: list) -> bool:
     """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs leave
     the arms half of what is left, and their cheapest first slice (arms_spare). An arm over the 1/3 cap may run
     alone (halving.Halving)."""
-    if not plans:
-        return False
-    least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
-    return least <= _arms_room(climb, plans)
+    return bool(plans) and arms_spare(climb, plans)() >= 0
 
 
 def arms_spare(climb, plans: list) -> Callable[[], float]:

@@ -160,13 +160,16 @@ class Costs:
         epochs = rung.epochs if epochs is None else epochs
         train = (p.get("train_startup_seconds") or 0.0) + epochs * self.epoch_seconds(rung)
         if rung.regime == "head-only" and (rung.model, rung.strategy) not in self.encoded:
-            # the frozen body's pass over every text, once
-            train += (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
+            train += self.forward_pass(rung)     # the frozen body's pass over every text, once
         train += self.lower_pass(rung)
         if rung.head_fit == "logistic":
             from headswap.train.logistic import C_GRID
             train += LOGISTIC_SECONDS * self.n_train * (p.get("feature_dim") or 768) * self.n_classes * len(C_GRID)
         return p["load_seconds"] + train
+
+    def forward_pass(self, rung: Rung) -> float:
+        """One forward pass of the model over every training and validation text, corrected."""
+        return (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0)
 
     def lower_pass(self, rung: Rung) -> float:
         """A cached-partial rung's one pass of its frozen lower blocks over every text (0 for other rungs): that
@@ -174,8 +177,7 @@ class Costs:
         if not rung.last_n:
             return 0.0
         blocks = _blocks(rung.model)
-        share = (blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0
-        return (self.n_train + self.n_validation) * self.per_text(rung) * self.factor.get(rung.model, 1.0) * share
+        return self.forward_pass(rung) * ((blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0)
 
     def reserve(self, rung: Rung) -> float:
         """What must stay free for the rung to be shipped if it wins: loading it, a pass over validation to blend it

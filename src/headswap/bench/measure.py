@@ -225,8 +225,8 @@ def padding_share(clf, timed: list[str], texts: list[str], most: int = 256) -> f
     b = max(int(clf.eval_batch_size), 1)
     padded = sum(len(timed_lengths[i:i + b]) * max(timed_lengths[i:i + b])
                  for i in range(0, len(timed_lengths), b)) / max(len(timed), 1)
-    step = max(1, len(texts) // most)
-    whole = sum(tokens(texts[::step][:most])) / max(len(texts[::step][:most]), 1)
+    sample = texts[::max(1, len(texts) // most)][:most]
+    whole = sum(tokens(sample)) / max(len(sample), 1)
     return min(1.0, max(0.25, whole / padded)) if padded > 0 else 1.0
 
 
