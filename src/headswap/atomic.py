@@ -3,6 +3,7 @@ the hash that later tells whether a written file is still the one written."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -133,9 +134,11 @@ def output_lock(out, flag: str = "--out", kind: str = "directory") -> Iterator[N
 
     out = Path(out).resolve()
     made = [d for d in out.parents if not d.exists()]      # deepest first
-    out.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(out.with_name(f".{out.name}.lock")))
     try:
+        # Whether OUT's folder takes new files at all, first: filelock reports a lock file it could not create
+        # (a read-only folder, /proc) as a Timeout, which would blame another process for the place itself.
+        _check_writable(out, flag)
         try:
             lock.acquire(timeout=0)
         except Timeout:
@@ -157,6 +160,27 @@ def output_lock(out, flag: str = "--out", kind: str = "directory") -> Iterator[N
                 d.rmdir()
             except OSError:
                 break       # not empty: the command wrote there
+
+
+def _check_writable(out: Path, flag: str) -> None:
+    """Make OUT's folder (and those above it) and create and remove a file in it, or raise the one line that
+    says OUT's folder cannot be written, and why."""
+    def refuse(e: OSError, where: Path) -> HeadswapError:
+        reason = e.strerror or str(e)
+        if e.errno == errno.ENOENT and where.is_dir():
+            reason = "it takes no new files"     # /proc: the folder is there, a new name in it is not
+        return HeadswapError(f"{flag} {out}: cannot write in {where} ({reason})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        where = next((d for d in out.parents if d.exists()), out.parent)
+        raise refuse(e, where) from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
+    except OSError as e:
+        raise refuse(e, out.parent) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def sha256_of(path: Path) -> str:

@@ -42,6 +42,8 @@ def run(args) -> int:
         raise HeadswapError("--resume needs --out (the file to continue)")
     if args.texts and args.data:
         raise HeadswapError(f"texts on the command line and --data {args.data} are two inputs; give one or the other")
+    for number, text in enumerate(args.texts, start=1):
+        _check_argument_text(number, text)
     out_path = Path(args.out) if args.out else None
     if out_path and args.data and out_path.exists() and Path(args.data).exists() \
             and os.path.samefile(out_path, args.data):
@@ -61,6 +63,26 @@ def run(args) -> int:
         return work(args, None)
     with output_lock(out_path, kind="file"):     # a second predict into the same --out stops at once instead of interleaving
         return work(args, out_path)
+
+
+def _check_argument_text(number: int, text: str) -> None:
+    """Refuse a text from the command line that is empty or not valid Unicode, in one line, before any model
+    loads: bytes that are not UTF-8 reach Python as U+DC80-U+DCFF ("surrogateescape"), which no tokenizer takes."""
+    from headswap.data.records import unicode_problem
+
+    if not text.strip():    # as a file's empty text is refused, and serve answers 422
+        raise HeadswapError(f"text {number} on the command line is empty or only whitespace; give the text to "
+                            f"classify")
+    problem = unicode_problem(text)
+    if problem is None:
+        return
+    at = next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
+    code = ord(text[at])
+    if 0xDC80 <= code <= 0xDCFF:
+        raise HeadswapError(f"text {number} on the command line is not UTF-8: byte 0x{code - 0xDC00:02x} at "
+                            f"character {at + 1} (the shell passed text in another encoding); pass UTF-8 text, or "
+                            f"put the texts in a UTF-8 file and give it as --data")
+    raise HeadswapError(f"text {number} on the command line: {problem}")
 
 
 def _run_local(args, out_path) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from headswap.data.once import warn_once
+from headswap.data.records import unicode_problem
 from headswap.errors import DataError
 
 
@@ -39,6 +40,8 @@ def label_sets(labels: Sequence, separator: str, where=lambda i: f"index {i}") -
                 name = str(name)
             if not isinstance(name, str):
                 raise DataError(f"{where(i)}: label {name!r} is a {type(name).__name__}, not a string")
+            if (problem := unicode_problem(name)) is not None:
+                raise DataError(f"{where(i)}: label {name!r}: {problem}")
             if name == "":
                 raise DataError(f"{where(i)}: empty label in {value!r} (a separator {separator!r} with nothing "
                                 f"on one side)" if isinstance(value, str) else f"{where(i)}: empty label in the list")

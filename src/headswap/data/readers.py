@@ -18,6 +18,25 @@ logger = logging.getLogger("headswap.data.load")   # the name tests and users fi
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _UTF8_BOM = b"\xef\xbb\xbf"
+# Byte-order marks of the encodings a Windows "Unicode" save gives; UTF-32's before UTF-16's, which begin them.
+_WIDE_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"),
+              (b"\xfe\xff", "UTF-16"), (b"\xff\xfe", "UTF-16"))
+
+
+def wide_encoding_error(source: str, head: bytes, is_file: bool = True) -> DataError | None:
+    """The DataError for input whose first bytes `head` are a UTF-16 or UTF-32 byte-order mark, else None: such
+    a file is not Latin-1 gone wrong, and iconv needs to be told what it is. is_file=False: `source` names a
+    stream (standard input), to be piped through iconv."""
+    for bom, encoding in _WIDE_BOMS:
+        if head.startswith(bom):
+            import shlex
+            p = Path(source)
+            convert = (f"iconv -f {encoding} -t UTF-8 {shlex.quote(source)} > "
+                       f"{shlex.quote(str(p.with_name(f'{p.stem}.utf8{p.suffix}')))}" if is_file else
+                       f"pipe it through iconv -f {encoding} -t UTF-8")
+            return DataError(f"{source}: is {encoding}, not UTF-8 (it starts with a {encoding} byte-order mark); "
+                             f"convert it: {convert}")
+    return None
 
 
 def _read_text(path: str | os.PathLike) -> tuple[str, str]:
@@ -32,6 +51,9 @@ def _read_text(path: str | os.PathLike) -> tuple[str, str]:
         raw = p.read_bytes()
     except OSError as e:
         raise DataError(f"{source}: cannot read file: {e.strerror or e}") from e
+    wide = wide_encoding_error(source, raw)
+    if wide is not None:    # before the emptiness check: an "empty" UTF-16 file still holds its BOM
+        raise wide
     if not raw.strip():
         raise DataError(f"{source}: file is empty")
     start = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0

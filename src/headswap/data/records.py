@@ -45,12 +45,34 @@ class LabelledData:
                             self.source, [self.rows[i] for i in idx], self.row_unit)
 
 
+def unicode_problem(text: str) -> str | None:
+    """None for text that is valid Unicode, else what is wrong with it, in words for an error line.
+
+    A JSON escape of half a surrogate pair ("\\ud83d" with no low half after it) decodes to a str that no
+    tokenizer or UTF-8 writer accepts; so does an argument the shell passed in bytes that are not UTF-8 (Python
+    keeps them as U+DC80-U+DCFF, "surrogateescape"). Both are refused where they are read."""
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        return (f"not valid Unicode (an unpaired surrogate \\u{code:04x} at character {e.start + 1}; a JSON "
+                f"\\u escape of half a surrogate pair, such as an emoji cut in two): fix or remove it")
+
+
+def _check_unicode(value: str, where: str, column: str) -> str:
+    problem = unicode_problem(value)
+    if problem is not None:
+        raise DataError(f"{where}, column {column!r}: {problem}")
+    return value
+
+
 def _check_text(text: object, where: str, column: str) -> str:
     if not isinstance(text, str):
         raise DataError(f"{where}: column {column!r} must be a string, got {type(text).__name__} {text!r:.60}")
     if text.strip() == "":
         raise DataError(f"{where}: column {column!r} is empty")
-    return text
+    return _check_unicode(text, where, column)
 
 
 def _check_label(label: object, where: str, column: str) -> str:
@@ -64,7 +86,7 @@ def _check_label(label: object, where: str, column: str) -> str:
         )
     if label.strip() == "":
         raise DataError(f"{where}: column {column!r} is empty")
-    return label
+    return _check_unicode(label, where, column)
 
 
 def as_list(values, source: str, what: str = "texts") -> list:

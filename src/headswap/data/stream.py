@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
 from headswap.data.jsonline import parse
-from headswap.data.readers import _missing_column, _resolve_format, csv_error_hint
+from headswap.data.readers import _missing_column, _resolve_format, csv_error_hint, wide_encoding_error
 from headswap.data.records import _check_text
 from headswap.errors import DataError
 
@@ -32,9 +32,11 @@ def _decoded_lines(path: str) -> Iterator[str]:
         yield from _decode(f, path)
 
 
-def _decode(lines: Iterable[bytes], name: str) -> Iterator[str]:
+def _decode(lines: Iterable[bytes], name: str, is_file: bool = True) -> Iterator[str]:
     offset = 0
     for number, raw in enumerate(lines, start=1):
+        if number == 1 and (wide := wide_encoding_error(name, raw, is_file)) is not None:
+            raise wide
         body = raw[3:] if number == 1 and raw.startswith(_BOM) else raw
         try:
             yield body.decode("utf-8")
@@ -84,7 +86,7 @@ def stdin_texts(stream: Iterable[str] | None = None) -> Iterator[tuple[int, str]
     """(line number, text) of each non-blank line; standard input is read as bytes and decoded line by line,
     so a byte that is not UTF-8 is reported with its line, whatever the locale."""
     if stream is None:
-        stream = _decode(sys.stdin.buffer, "standard input")
+        stream = _decode(sys.stdin.buffer, "standard input", is_file=False)
     for number, line in enumerate(stream, start=1):
         line = line.rstrip("\r\n")      # a Windows-made file piped in ends its lines with \r\n
         if line.strip():

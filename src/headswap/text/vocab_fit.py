@@ -34,6 +34,7 @@ class VocabFit:
     pieces_per_word: float      # tokens per whitespace-separated word (nan when there are no words)
     unknown_token: str | None   # the tokenizer's unknown token; None: it has none (byte-level BPE reads anything)
     given: int = 0              # texts given, of which `texts` were sampled
+    tokens: int = 0             # tokens the sampled texts encode to, all told
 
     @property
     def inputs_alike(self) -> bool:
@@ -52,14 +53,19 @@ def _ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
+def sampled(texts: Sequence[str], sample: int = SAMPLE, seed: int = 0) -> list[str]:
+    """The seeded sample of at most `sample` of `texts` that measure() measures."""
+    texts = list(texts)
+    return random.Random(seed).sample(texts, sample) if len(texts) > sample else texts
+
+
 def measure(tokenizer, texts: Sequence[str], sample: int = SAMPLE, seed: int = 0,
             max_length: int | None = None) -> VocabFit:
     """The VocabFit of `texts` through `tokenizer` (a Hugging Face tokenizer), on a seeded sample of at most
     `sample` texts. max_length: compare inputs cut to that many tokens, as the model would see them."""
     texts = list(texts)
     given = len(texts)
-    if len(texts) > sample:
-        texts = random.Random(seed).sample(texts, sample)
+    texts = sampled(texts, sample, seed)
     rows = _ids(tokenizer, texts) if texts else []
     unk = getattr(tokenizer, "unk_token_id", None)
     tokens = sum(map(len, rows))
@@ -70,7 +76,8 @@ def measure(tokenizer, texts: Sequence[str], sample: int = SAMPLE, seed: int = 0
                     all_unknown=sum(all(i == unk for i in ids) for ids in rows),
                     unknown_rate=unknown / tokens if tokens else 0.0,
                     pieces_per_word=tokens / words if words else math.nan,
-                    unknown_token=getattr(tokenizer, "unk_token", None) if unk is not None else None, given=given)
+                    unknown_token=getattr(tokenizer, "unk_token", None) if unk is not None else None, given=given,
+                    tokens=tokens)
 
 
 def describe(fit: VocabFit) -> str:
