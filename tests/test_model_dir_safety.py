@@ -300,3 +300,27 @@ def test_train_killed_after_a_checkpoint_resumes_and_rerun(enc, tmp_path):
     assert "continuing with epoch" in r.stderr, r.stderr
     assert TextClassifier.load(out, progress=False).predict(["win cash now"]).shape == (1,)
     assert not (out / "checkpoints").exists() and _dot_files(tmp_path) == []
+
+
+def test_auto_and_bench_refuse_an_out_holding_the_users_report_files(enc, tmp_path):
+    """A folder with the user's own results.md (or report.html, results.json) is refused with one line and left
+    as it was; a folder of other files is written beside them, and an earlier run's folder is written again."""
+    data = _data(tmp_path)
+    for command, name in (("auto", "results.md"), ("bench", "report.html"), ("auto", "results.json")):
+        out = tmp_path / f"{command}-{name}"
+        out.mkdir()
+        (out / name).write_text("mine")
+        extra = ["--budget", "30s"] if command == "auto" else ["--strategies", "encoder-mlp", "--epochs", "1"]
+        r = _cli(command, "--data", str(data), "--model", str(enc), "--out", str(out), "-q", *extra)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"holds {name}, which no headswap run wrote" in lines[0]
+        assert sorted(p.name for p in out.iterdir()) == [name] and (out / name).read_text() == "mine"
+    out = tmp_path / "beside"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    for _ in range(2):      # the second run finds the first one's results.json and writes over it
+        r = _cli("auto", "--data", str(data), "--model", str(enc), "--out", str(out), "-q", "--budget", "20s",
+                 "--strategies", "encoder-mlp")
+        assert r.returncode == 0, r.stderr
+    assert (out / "notes.txt").read_text() == "keep me" and (out / "results.md").is_file()

@@ -15,7 +15,7 @@ from headswap.bench.html_report import model_display_name
 from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
 from headswap.bench.plan import BenchData, PlannedRow, _classifier, load_bench_data, parse_strategies, plan_bench
 from headswap.bench.report import (_describe_estimate, _error_fields, _fmt_duration, _log_row, _metric_fields,
-                                   _plot_row_confusion, write_json, write_outputs)
+                                   _plot_row_confusion, check_run_folder, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
@@ -111,6 +111,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     planned, skipped = plan_bench({m: spec.kind for m, spec in specs.items()}, names, epochs, regime, zero_shot,
                                   chunking=full.get("chunk_stride") is not None)
     data = load_bench_data(data_dir, train_limit, test_limit, seed, full["out_of_scope"])
+    check_run_folder(out, "out")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
