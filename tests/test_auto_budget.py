@@ -179,9 +179,21 @@ def test_a_budget_over_a_day_says_when_it_ends(world, tmp_path, monkeypatch):
     assert "after the year 9999" in end_line(1e15, 0)
     monkeypatch.setattr(Climb, "run_all", lambda self, ladder: None)     # the ladder itself is not the point
     logs = []
-    auto(data, 1e9 * 60, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False, log=logs.append,
+    auto(data, 3 * 86400, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False, log=logs.append,
          lr_search=False, more_epochs=False)
-    assert any(line.startswith("a budget of 694,444.4 days: it ends") for line in logs), logs[:3]
+    assert any(line.startswith("a budget of 3.0 days: it ends") for line in logs), logs[:3]
+
+
+def test_a_budget_of_years_is_a_typo_and_refused(world, tmp_path):
+    """--budget 1e9 is a billion minutes: one line, exit 2, nothing written."""
+    _, enc, _, data = world
+    with pytest.raises(ConfigError, match=r"budget 6e\+10 s is 694,444.4 days, over the 7 days auto takes"):
+        auto(data, 1e9 * 60, models=[enc], out=tmp_path / "api")
+    rc, _, err = invoke(["auto", "--data", str(data), "--budget", "1e9", "--model", enc, "--out",
+                         str(tmp_path / "cli"), "-q"])
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "budget '1e9' is 694,444.4 days" in lines[0], err
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
 
 
 def test_the_process_age_is_the_time_since_python_started():
@@ -227,6 +239,11 @@ def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_fig
     assert "## Out of scope (reject option) on the test set" in md
     for r in results["rows"]:
         assert f"{r['out_of_scope']['oos_recall']:.3f}" in md and r["model_name"] in md
+    # the blend step says why it did not run (before, no row and no reason)
+    blend = [c for c in results["auto"]["candidates"] if c.get("tier") == "blend"]
+    assert len(blend) == 1 and blend[0]["status"] == "skipped" and "out-of-scope label" in blend[0]["reason"]
+    assert any(line.startswith("  blend with TF-IDF not tried: a winner with an out-of-scope label") for line in logs)
+    assert "reject threshold was tuned on its own probabilities" in md
 
 
 def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog):
@@ -313,3 +330,26 @@ def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_too
     costs.probes.update({full.cost_key: probe, tied.cost_key: probe})
     assert costs.reserve(full) == pytest.approx(0.3 + EXPORT_SECONDS + 6 * EXPORT_SECONDS_PER_BLOCK)
     assert costs.reserve(tied) == pytest.approx(0.3 + 2 * 0.3)        # saved, not exported: twice its load
+
+
+def test_a_model_whose_conversion_the_budget_cannot_hold_is_skipped_unconverted(world, tmp_path, monkeypatch):
+    """A GGUF file not yet in the model cache converts at its first load, inside the budget (SmolLM2's took 30 s of
+    a 30 s budget on a fresh machine): where converting it and timing a rung would not fit, the model is skipped
+    before anything converts, and the report says why."""
+    from headswap.models import conversion_seconds, resolve_model
+
+    _, enc, _, data = world
+    gguf = tmp_path / "big.gguf"
+    with open(gguf, "wb") as f:
+        f.truncate(300 * 2**20)      # sparse: 300 MB to convert, nothing written
+    monkeypatch.setenv("HEADSWAP_CACHE", str(tmp_path / "cache"))
+    assert conversion_seconds(resolve_model(str(gguf))) > 60 and conversion_seconds(resolve_model(enc)) == 0
+    logs = []
+    results = auto(data, 30, models=[enc, str(gguf)], strategies="encoder-mlp,slm-logits", out=tmp_path / "out",
+                   progress=False, log=logs.append, lr_search=False, more_epochs=False)
+    skipped = [s for s in results["skipped"] if s["model"] == str(gguf)]
+    assert len(skipped) == 1 and "not in the model cache yet" in skipped[0]["reason"], results["skipped"]
+    assert all(c["model"] != str(gguf) for c in results["auto"]["candidates"])
+    assert any(line.startswith("  skip big: not in the model cache yet") for line in logs), logs
+    assert not (tmp_path / "cache").exists()
+    assert "not in the model cache yet" in (tmp_path / "out" / "results.md").read_text()

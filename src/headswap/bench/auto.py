@@ -40,13 +40,14 @@ from typing import Callable, Sequence
 
 from headswap import model_dir
 from headswap.bench.auto_report import render_markdown
-from headswap.bench.budget import check_budget, end_line, finish_seconds, warm_up_charts
+from headswap.bench.budget import DAY, baseline_seconds, check_budget, end_line, finish_seconds, warm_up_charts
 from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
 from headswap.errors import ConfigError, HeadswapError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # Candidates by default only when installed; timed like the others.
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
+MAX_BUDGET_DAYS = 7     # a week: auto's longest budget (its arms train whole epochs from a few hours on)
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -66,7 +67,15 @@ def parse_duration(text: str) -> float:
         seconds = h * 3600 + m * 60 + s
     if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"budget {text!r} must be a finite time of more than zero")
+    check_budget_length(seconds, repr(text))
     return seconds
+
+
+def check_budget_length(seconds: float, given: str) -> None:
+    """Refuse a budget over MAX_BUDGET_DAYS: one of 1e9 (minutes, 1,900 years) is a typo, not a plan."""
+    if seconds > MAX_BUDGET_DAYS * DAY:
+        raise ConfigError(f"budget {given} is {seconds / DAY:,.1f} days, over the {MAX_BUDGET_DAYS} days auto takes "
+                          f"(a bare number is minutes: --budget 90 is 90 min)")
 
 
 def _data(data_dir, seed: int, out_of_scope: str | None = None):
@@ -135,6 +144,27 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
+def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
+    """`models` less those whose first load would convert them into the model cache for longer than `spare`
+    seconds leave room to then time one of their rungs, and a skip record for each of those."""
+    from headswap.bench.ladder import PROBE_GUESS
+    from headswap.bench.report import _fmt_duration
+    from headswap.models import conversion_seconds
+
+    kept, skipped = [], []
+    for m in models:
+        convert = conversion_seconds(specs[m])
+        timing = 2 * PROBE_GUESS.get(specs[m].kind, 30.0)    # the least room climb asks to time a rung
+        if convert and convert + timing > spare:
+            skipped.append({"model": m, "strategy": "all", "regime": "", "reason": (
+                f"not in the model cache yet: converting it takes about {_fmt_duration(convert)} (once) and timing "
+                f"a first rung {_fmt_duration(timing)} more, over the {_fmt_duration(max(spare, 0))} this budget "
+                f"leaves; a run with a larger budget converts it for the next ones")})
+        else:
+            kept.append(m)
+    return kept, skipped
+
+
 def default_models() -> tuple[str, ...]:
     """DEFAULT_MODELS, and each of OPTIONAL_MODELS whose packages are installed. Installed is not chosen: each
     candidate is still timed on one batch and runs only when its estimate fits what is left of the budget."""
@@ -162,7 +192,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
-    from headswap.bench.climb import Climb
+    from headswap.bench.climb import FINAL_MARGIN, Climb
     from headswap.bench.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.bench.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
@@ -176,10 +206,13 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
+    from headswap.bench.report import check_run_folder
+    check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started
     if not budget_seconds or budget_seconds <= 0:
         raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
+    check_budget_length(budget_seconds, f"{budget_seconds:g} s")
     if not (arm_cpus > 0 and arm_gpus >= 0):
         raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
                           f"{arm_gpus:g} GPUs")
@@ -205,7 +238,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     n_classes = len(set(train.labels))
     check_budget(budget_seconds, clock() - started, len(train), len(validation), len(test), n_classes)
     warm_up_charts()
-    models, fits = rank_by_fit(models, train.texts)         # bodies whose vocabulary fits the texts climb first
+    # A model not yet converted into the cache converts at its first load (the vocabulary check's), in the budget:
+    # one whose conversion leaves no time to use it is skipped before it starts.
+    spare = budget_seconds - (clock() - started) - FINAL_MARGIN * budget_seconds \
+        - baseline_seconds(len(train), len(validation), len(test), n_classes)
+    models, unconverted = _convertible(models, specs, spare)
+    from headswap.quiet import no_progress_bars
+    with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
+        models, fits = rank_by_fit(models, train.texts)     # bodies whose vocabulary fits the texts climb first
     ladder, skipped = plan_ladder({m: specs[m].kind for m in models}, names, settings["epochs"], full["regime"],
                                   full["head"], chunking=full.get("chunk_stride") is not None)
     out = Path(out)
@@ -222,16 +262,18 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
                      "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address,
                      "settings": dict(settings)}}
-    summary = {"budget_seconds": budget_seconds, "candidates": candidates, "warnings": _data_warnings(validation,
-                                                                                                    full),
+    summary = {"budget_seconds": budget_seconds, "candidates": candidates,
+               "warnings": _data_warnings(train, validation, full),
                "vocabulary_fit": as_record(fits)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
-                                                     for s in skipped], "auto": summary}
+                                                     for s in unconverted + skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
         f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
         f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
     for line in filter(None, [end_line(budget_seconds, clock() - started), fit_note(fits), *summary["warnings"]]):
         log(line)
+    for u in unconverted:
+        log(f"  skip {model_display_name(u['model'])}: {u['reason']}")
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
@@ -355,17 +397,22 @@ def _blend(best, entry: dict, baseline, validation, candidates: list, log):
     """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
     validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
     from headswap.blend import fit_blend, same_labels
-    if (getattr(best, "multi_label", False) or getattr(best, "out_of_scope", None) is not None
-            or not same_labels(best, baseline)):
+    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
+           "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
+    why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
+           "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
+           "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
+           "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
+    if why:
+        candidates.append({**row, "status": "skipped", "reason": why})
+        log(f"  blend with TF-IDF not tried: {why}")
         return best, entry
     t0 = time.perf_counter()
     blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)
     w = max(scores, key=lambda k: (scores[k], -k))
-    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
-           "regime": entry["regime"], "tier": "blend", "rung": f"TF-IDF weight {w:g}", "status": "ran" if blend
-           else "not better", "seconds": time.perf_counter() - t0, "validation_macro_f1": scores[w],
-           "blend_scores": {f"{k:g}": v for k, v in scores.items()}, "out_of_fold_macro_f1": out_of_fold,
-           **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
+    row.update({"rung": f"TF-IDF weight {w:g}", "status": "ran" if blend else "not better",
+                "seconds": time.perf_counter() - t0, "validation_macro_f1": scores[w],
+                "blend_scores": {f"{k:g}": v for k, v in scores.items()}, "out_of_fold_macro_f1": out_of_fold})
     folds = "" if out_of_fold is None else f", out of fold {out_of_fold:.4f}"
     line = (f"validation macro F1 {scores[w]:.4f}{folds}, the winner alone {scores[0.0]:.4f} "
             f"({row['seconds']:.0f} s)")
@@ -379,14 +426,23 @@ def _blend(best, entry: dict, baseline, validation, candidates: list, log):
     return blend, row
 
 
-def _data_warnings(validation, settings: dict) -> list[str]:
-    """What makes the winner's choice weak, said plainly: validation texts of one class."""
+def _data_warnings(train, validation, settings: dict) -> list[str]:
+    """What makes the winner's choice weak, said plainly: an out-of-scope label no text has, validation texts of
+    one class."""
+    from headswap.data.once import said
+    from headswap.oos import unseen_label_note
+
+    note = unseen_label_note(settings.get("out_of_scope"), list(train.labels) + list(validation.labels))
+    if note:
+        said(("unseen out of scope", settings["out_of_scope"]))     # each rung's fit would say it again
+    lines = [note] if note else []
     classes = sorted(set(validation.labels) - {settings.get("out_of_scope")})
     if len(classes) > 1:
-        return []
+        return lines
     n = len(validation)
-    return [f"validation holds {n} text{'s' if n != 1 else ''}, all of one class ({classes[0]!r}"
-            + (f" besides out-of-scope {settings['out_of_scope']!r}" if n > validation.labels.count(classes[0]) else "")
-            + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, so the "
-              "winner is picked on little; give a validation.csv with texts of every class"]
+    return lines + [f"validation holds {n} text{'s' if n != 1 else ''}, all of one class ({classes[0]!r}"
+                    + (f" besides out-of-scope {settings['out_of_scope']!r}" if n > validation.labels.count(classes[0])
+                       else "")
+                    + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, "
+                      "so the winner is picked on little; give a validation.csv with texts of every class"]
 

@@ -20,7 +20,7 @@ there, where the code that calls it looks it up.
 """
 
 from headswap.models.cache import building_in_cache, cache_root, check_writable
-from headswap.models.gguf import gguf_cache_dir
+from headswap.models.gguf import conversion_seconds, gguf_cache_dir
 from headswap.models.limits import block_count, check_positions, position_limit
 from headswap.models.load import load_model, load_tokenizer
 from headswap.models.parts import split_cache_dir
@@ -29,7 +29,7 @@ from headswap.models.resolve import detect_kind, model_reference_for_config, res
 
 __all__ = [
     "BUILTINS", "GEMMA_NOTICE", "KINDS", "ModelSpec", "block_count", "building_in_cache", "cache_root",
-    "check_positions", "check_writable", "detect_kind", "gguf_cache_dir", "installed", "load_model",
-    "load_tokenizer", "model_reference_for_config", "notice", "position_limit", "resolve_model",
+    "check_positions", "check_writable", "conversion_seconds", "detect_kind", "gguf_cache_dir", "installed",
+    "load_model", "load_tokenizer", "model_reference_for_config", "notice", "position_limit", "resolve_model",
     "split_cache_dir",
 ]
