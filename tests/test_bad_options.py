@@ -207,6 +207,16 @@ def test_last_n_beyond_the_models_blocks_is_refused_before_loading_it(world, gua
     assert err.startswith("headswap train: error: --last-n 3")
 
 
+def test_an_option_that_needs_another_is_refused_without_it(world, guarded):
+    """--arm-cpus and --arm-gpus size the arms' Ray tasks: without --ray-address they were ignored without a word
+    (their default values given too)."""
+    for extra in (["--arm-cpus", "4"], ["--arm-gpus", "0"], ["--arm-cpus", "1"]):
+        rc, err = invoke(_base("auto", world) + extra)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0].startswith(f"headswap auto: error: {extra[0]} ") and "needs --ray-address" in lines[0]
+
+
 def test_every_option_is_covered():
     missing = []
     for command, action in _options():

@@ -235,7 +235,8 @@ def test_an_exported_model_rejects_as_the_torch_one_does(fitted, tmp_path):
 
 
 @pytest.mark.parametrize("flag, value", [("--reject-score", "energy"), ("--reject-target", "0.9"),
-                                         ("--reject-metric", "oos_recall")])
+                                         ("--reject-metric", "oos_recall"),
+                                         ("--reject-metric", "in_scope_accuracy")])    # the default, given
 @pytest.mark.parametrize("command", ["train", "bench", "auto"])
 def test_a_reject_setting_without_out_of_scope_is_refused_before_any_work(enc, tmp_path, monkeypatch, command, flag,
                                                                           value):
@@ -264,3 +265,21 @@ def test_a_reject_setting_without_out_of_scope_is_refused_before_any_work(enc, t
     # the same values given with the default are no change, and pass this check
     with pytest.raises(AssertionError, match="started the work"):
         invoke(argv + ["--model", str(enc), "--out", str(tmp_path / "out"), "-q"])
+
+
+def test_an_out_of_scope_label_no_text_has_is_named(enc, caplog):
+    """--out-of-scope OOS on data labelled oos: a warning that no text has the label, naming the near-miss;
+    without it the run tuned on in-scope texts alone, without a word, and predict answered OOS."""
+    import logging
+
+    from headswap.data.once import _warned
+    from headswap.oos import unseen_label_note
+
+    _warned.discard(("unseen out of scope", "OOS"))
+    with caplog.at_level(logging.WARNING):
+        TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="OOS").fit(
+            TEXTS + VAL_TEXTS[6:] * 2, LABELS + VAL_LABELS[6:] * 2, VAL_TEXTS, VAL_LABELS)
+    said = [r.getMessage() for r in caplog.records if "out-of-scope label 'OOS'" in r.getMessage()]
+    assert len(said) == 1 and "(the data has 'oos', which differs only in case or spaces)" in said[0], said
+    assert unseen_label_note("oos", LABELS + VAL_LABELS) is None and unseen_label_note(None, LABELS) is None
+    assert "differs" not in unseen_label_note("none", LABELS)

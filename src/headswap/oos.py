@@ -53,10 +53,28 @@ def without_outside(clf, data):
     return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
 
 
+def unseen_label_note(out_of_scope, labels) -> str | None:
+    """One line when no text of `labels` (training and validation) carries the out-of-scope label: a typo such
+    as OOS for oos trains and tunes on in-scope texts alone and then answers the typo. None when one does."""
+    if out_of_scope is None or out_of_scope in labels:
+        return None
+    key = str(out_of_scope).strip().casefold()
+    alike = [lab for lab in dict.fromkeys(labels) if str(lab).strip().casefold() == key]
+    return (f"out-of-scope label {out_of_scope!r}: no training or validation text has it"
+            + (f" (the data has {alike[0]!r}, which differs only in case or spaces)" if alike else "")
+            + f"; the reject threshold is tuned on in-scope texts alone and predict answers {out_of_scope!r} for "
+              f"the texts it rejects")
+
+
 def check_reject_data(clf, val, oos_texts) -> None:
     """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
     if clf.out_of_scope is None:
         return
+    if clf.oos_index_ is None and not oos_texts:
+        from headswap.data.once import warn_once
+        note = unseen_label_note(clf.out_of_scope, list(clf.fitted_.labels) + list(val.labels if val else []))
+        if note:
+            warn_once(("unseen out of scope", clf.out_of_scope), note)
     if val is None:
         note = (f"out_of_scope {clf.out_of_scope!r}: no validation data, so no reject threshold is tuned"
                 + (" (the out-of-scope class still rejects)" if clf.oos_index_ is not None else ""))

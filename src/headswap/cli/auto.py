@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
-from headswap.cli.options import add_settings, duration, float_at_least, positive_float, settings_from
+from headswap.cli.options import (StoreGiven, add_settings, duration, float_at_least, given, positive_float,
+                                  settings_from)
 
 AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
 
@@ -54,10 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="run the fine-tuning arms on the Ray cluster at ADDRESS (e.g. ray://head:10001 or "
                    "head:6379), several at once; without it everything runs in this process and Ray is not started")
-    p.add_argument("--arm-cpus", type=positive_float, default=1.0, metavar="N",
-                   help="CPUs each arm asks the Ray cluster for (default: %(default)g)")
-    p.add_argument("--arm-gpus", type=float_at_least(0), default=0.0, metavar="N",
-                   help="GPUs each arm asks the Ray cluster for (default: %(default)g)")
+    p.add_argument("--arm-cpus", type=positive_float, default=1.0, metavar="N", action=StoreGiven,
+                   help="CPUs each arm asks the Ray cluster for (default: %(default)g; with --ray-address)")
+    p.add_argument("--arm-gpus", type=float_at_least(0), default=0.0, metavar="N", action=StoreGiven,
+                   help="GPUs each arm asks the Ray cluster for (default: %(default)g; with --ray-address)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS + AUTO_SETS, epochs=1)
 
@@ -70,6 +71,11 @@ def run(args) -> int:
         from headswap.bench.auto import default_models
         args.models = list(default_models())
     check_arguments(args, "auto")
+    for name in ("arm_cpus", "arm_gpus"):     # else silently ignored: without a cluster one arm runs at a time here
+        if given(args, name) and not args.ray_address:
+            from headswap.errors import ConfigError
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name):g} is what each arm asks a Ray "
+                              f"cluster for; it needs --ray-address (without it the arms take turns in this process)")
     if args.ray_address:     # one line at once for an address nothing answers at, before the data is read
         from headswap.bench.arms import check_reachable
         check_reachable(args.ray_address)

@@ -83,6 +83,20 @@ def _help(f, default) -> str:
     return text.replace("%", "%%").replace("%%(default)s", "%(default)s")
 
 
+class StoreGiven(argparse._StoreAction):
+    """A store action that also notes, in the namespace's `given_flags`, that the flag was on the command line: a
+    value given equal to its default is then told from one left out."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        namespace.given_flags = getattr(namespace, "given_flags", set()) | {self.dest}
+
+
+def given(args: argparse.Namespace, name: str) -> bool:
+    """Whether the flag of `name` (a StoreGiven one) was on the command line."""
+    return name in getattr(args, "given_flags", ())
+
+
 def add_settings(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), **defaults) -> None:
     """One flag per command-line setting of headswap.settings (except `skip`); `defaults` override a
     setting's default for this command."""
@@ -103,11 +117,19 @@ def add_settings(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), **
             kw["type"] = _nonempty
         if f.metadata.get("metavar"):
             kw["metavar"] = f.metadata["metavar"]
+        if f.name in settings.REJECT_SETTINGS:      # given without --out-of-scope they are refused, defaults too
+            kw["action"] = StoreGiven
         group.add_argument(settings.flag_of(f), **kw)
 
 
 def settings_from(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> dict:
-    """The settings a parsed command line holds ('@file' values of text settings read from the file)."""
+    """The settings a parsed command line holds ('@file' values of text settings read from the file). A reject
+    flag given without --out-of-scope is refused here, its default value too: settings.check sees values only."""
+    for name in settings.REJECT_SETTINGS:
+        if given(args, name) and getattr(args, "out_of_scope", None) is None:
+            f = next(f for f in settings.all_fields() if f.name == name)
+            raise HeadswapError(f"{settings.flag_of(f)} {getattr(args, name)} sets the out-of-scope threshold; "
+                                f"give --out-of-scope LABEL (the label of texts that fit no class) to use it")
     out = {}
     for f in settings.all_fields():
         if f.metadata["cli"] and f.name not in skip and hasattr(args, f.name):

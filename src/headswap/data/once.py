@@ -19,6 +19,11 @@ def warn_once(key, message: str) -> None:
         logger.warning("%s", message)
 
 
+def said(key) -> None:
+    """Mark `key` as warned: its caller said it its own way (auto's log), and warn_once stays quiet for it."""
+    _warned.add(key)
+
+
 @contextmanager
 def muted():
     """No warn_once warning inside, and none marked as given: auto's and bench's timing probes fit a classifier on a
