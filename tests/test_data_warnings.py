@@ -166,3 +166,25 @@ def test_emoji_only_texts_warn_before_and_after_training(tmp_path):
     learned = [x for x in r.stderr.splitlines() if "learned (almost) nothing" in x]
     assert len(learned) == 1 and "(0.6931, the loss of answering the class frequencies for every text, ln 2)" in \
         learned[0], r.stderr
+
+
+def test_conflicting_labels_a_single_text_class_and_too_few_texts_are_named(tmp_path, caplog):
+    """The same text under opposite labels 40 times, a class of one text, five texts in all: each a warning of its
+    own, naming the rows and classes (before, only "learned (almost) nothing" after training, or nothing)."""
+    from headswap.data.checks import warn_weak_labels
+    from headswap.data.once import _warned
+
+    _warned.clear()
+    texts = ["same text"] * 40 + [f"message {i}" for i in range(20)]
+    labels = ["a", "b"] * 20 + ["a", "b"] * 10
+    with caplog.at_level(logging.WARNING):
+        warn_weak_labels(from_lists(texts, labels, "conf.csv"))
+        warn_weak_labels(from_lists(["win cash", "hello", "free prize", "see you", "lonely"],
+                                    ["spam", "ham", "spam", "ham", "other"], "five.csv"))
+        warn_weak_labels(from_lists([f"message {i}" for i in range(20)], ["a", "b"] * 10, "fine.csv"))
+    found = _warnings(caplog)
+    assert found[0].startswith("conf.csv: 1 text (40 rows) carries more than one label, e.g. 'same text' as 'a' "
+                               "(conf.csv, item 1) and 'b' (conf.csv, item 2): no model can learn both"), found
+    assert found[1].startswith("five.csv: 1 class with a single training text ('other'): too few to learn")
+    assert found[2].startswith("five.csv: 5 training texts for 3 classes: too few for a model to learn from")
+    assert len(found) == 3      # ten texts of two classes, no clash: nothing said

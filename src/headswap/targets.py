@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from headswap import settings
-from headswap.data.load import LabelledData, as_list, from_lists, load_class_weights, warn_lookalike_labels
+from headswap.data.load import (LabelledData, as_list, from_lists, load_class_weights, warn_lookalike_labels,
+                                warn_weak_labels)
 from headswap.data.multilabel import binarize, label_names, label_sets, read_label_sets, to_sets, tune_thresholds
 from headswap.data.multilabel import warn_if_label_sets
 from headswap.errors import ConfigError, HeadswapError
@@ -37,6 +38,7 @@ class SingleLabel:
         to y (scikit-learn's score)."""
         warn_lookalike_labels(data.labels, "training data")
         warn_if_label_sets(sorted(set(data.labels)), "training data")
+        warn_weak_labels(data)
         numeric = bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
         names = sorted(set(data.labels), key=int if numeric else None)
         return names, np.array([int(s) for s in names]) if numeric else np.array(names, dtype=object)

@@ -14,7 +14,7 @@ import logging
 import os
 
 # What this module held before it was split by job, importable from here as before.
-from headswap.data.checks import check_eval_labels, check_training_data, warn_lookalike_labels
+from headswap.data.checks import check_eval_labels, check_training_data, warn_lookalike_labels, warn_weak_labels
 from headswap.data.label_files import load_class_weights, load_descriptions
 from headswap.data.once import warn_once
 from headswap.data.readers import _DELIMITERS, _load_jsonl, _load_table, _read_text, _resolve_format
@@ -29,6 +29,7 @@ __all__ = [
     "load_texts",
     "check_training_data",
     "warn_lookalike_labels",
+    "warn_weak_labels",
     "check_eval_labels",
     "load_descriptions",
     "load_class_weights",
