@@ -22,7 +22,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import build, model_dir, oos, persist, settings
-from headswap.data.load import LabelledData, as_list, from_lists, load_descriptions
+from headswap.data.load import LabelledData, as_list, from_lists, labels_of_table, load_descriptions
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
@@ -113,10 +113,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         are then `labels`, in that order; validation data still has real labels, and without it the eval_fraction
         split is scored against each row's most probable class."""
         params, target = self.resolved_params(), self.target_
-        if isinstance(X, LabelledData) and soft_labels is None:
-            X, y = X.texts, X.labels
-        elif isinstance(X, LabelledData):
-            X = X.texts
+        if isinstance(X, LabelledData):
+            X, y = X.texts, (X.labels if soft_labels is None else y)
+        y = labels_of_table(X, y) if soft_labels is None else y     # a DataFrame's or Dataset's "label" column
         if soft_labels is not None:
             X, y, soft = read_soft_labels(X, y, soft_labels, labels, self.multi_label, self.out_of_scope)
         else:

@@ -18,7 +18,7 @@ from headswap.data.checks import check_eval_labels, check_training_data, warn_lo
 from headswap.data.label_files import load_class_weights, load_descriptions
 from headswap.data.once import warn_once
 from headswap.data.readers import _DELIMITERS, _load_jsonl, _load_table, _read_text, _resolve_format
-from headswap.data.records import LabelledData, as_list, from_lists
+from headswap.data.records import LabelledData, as_list, from_lists, labels_of_table
 from headswap.errors import DataError
 
 logger = logging.getLogger(__name__)

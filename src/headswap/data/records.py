@@ -90,11 +90,41 @@ def _check_label(label: object, where: str, column: str) -> str:
 
 
 def as_list(values, source: str, what: str = "texts") -> list:
-    """list(values), refusing a single str or bytes, which list() would split into characters."""
+    """list(values), refusing a single str or bytes, which list() would split into characters. A table (a pandas
+    DataFrame, a Hugging Face datasets.Dataset) gives its "text" (or "label") column: list() of it would give the
+    column names, or one dict per row."""
     if isinstance(values, (str, bytes)):
         raise DataError(f"{source}: {what} must be a list, not a single {type(values).__name__} "
                         f"({values[:40]!r}); wrap it in a list")
+    if table_columns(values) is not None:
+        return table_column(values, "label" if what == "labels" else "text", source)
+    if hasattr(values, "iloc") and hasattr(values, "tolist"):     # a pandas Series: numpy scalars as Python's
+        return values.tolist()
     return list(values)
+
+
+def table_columns(values) -> list[str] | None:
+    """The column names of a pandas DataFrame or a datasets.Dataset; None for anything else."""
+    if hasattr(values, "column_names") and hasattr(values, "features"):     # datasets.Dataset
+        return list(values.column_names)
+    if hasattr(values, "columns") and hasattr(values, "iloc"):              # pandas.DataFrame
+        return [str(c) for c in values.columns]
+    return None
+
+
+def labels_of_table(X, y):
+    """y, or where y is None and X is a table, its "label" column."""
+    return table_column(X, "label", "training data") if y is None and table_columns(X) is not None else y
+
+
+def table_column(table, name: str, source: str) -> list:
+    """Column `name` of a table (table_columns) as a list, or one line naming the columns it has."""
+    columns = table_columns(table)
+    if name not in columns:
+        raise DataError(f"{source}: the table has no column {name!r} (its columns: {', '.join(map(repr, columns))}); "
+                        f"name it {name!r}, or pass the column itself (X[\"...\"])")
+    column = table[name]
+    return column.tolist() if hasattr(column, "tolist") else list(column)
 
 
 def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str = "<memory>") -> LabelledData:
