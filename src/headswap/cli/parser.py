@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from headswap.errors import HeadswapError
 
-COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "serve")
+COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "serve", "models")
 
 
 class OneLineParser(argparse.ArgumentParser):
