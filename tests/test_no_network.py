@@ -7,6 +7,7 @@ Allowed: loopback addresses (serve's own port) and Unix sockets (nscd, which gli
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -150,3 +152,82 @@ def test_train_export_predict_eval_and_serve_stay_on_this_machine(world):
         server.stderr.close()
     seen["serve"] = outside_traffic((root / "serve.strace").read_text())
     assert seen == {name: [] for name in seen}
+
+
+@pytest.fixture
+def ray_head(world, one_ray_at_a_time):
+    """A Ray head on this machine, as `ray start --head --block` starts one (one CPU, a 200 MB object store, a
+    temp dir of its own), under strace; yields (address, its strace log) and stops it by its process group.
+
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is how a head is told its node IP is loopback (127.0.0.1) without
+    looking outward: `--node-ip-address 127.0.0.1` alone is "resolved" by a UDP connect to 8.8.8.8:53 to the
+    machine's outward address. RAY_AUTH_MODE=disabled: Ray 2.60 turns token authentication on for a head that
+    finds a token (~/.ray/auth_token, RAY_AUTH_TOKEN), and a driver given an explicit address does not, so
+    without it the test would depend on the tokens of the machine it runs on."""
+    pytest.importorskip("ray")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="hs-ray-")     # short: Ray's Unix socket paths must stay under 108 bytes
+    log, said = world["root"] / "ray-head.strace", world["root"] / "ray-head.out"
+    env = {**world["env"], "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "OMP_NUM_THREADS": "1"}
+    with open(said, "w") as output:
+        head = subprocess.Popen([STRACE, *OPTIONS, "-o", str(log), os.path.join(os.path.dirname(sys.executable),
+                                 "ray"), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+                                 f"--object-store-memory={200 * 2 ** 20}", "--include-dashboard=false",
+                                 f"--temp-dir={temp}"],
+                                env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120     # --block: it runs on once started
+        while head.poll() is None and "Ray runtime started" not in said.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert head.poll() is None and "Ray runtime started" in said.read_text(), said.read_text()[-3000:]
+        yield f"127.0.0.1:{port}", log
+    finally:
+        import psutil     # Ray's own dependency
+        # SIGTERM to `ray start` alone: it stops what it started in a few seconds (the whole group at once: 30 s+).
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(head.pid).children():
+                child.terminate()
+        try:
+            head.wait(60)       # strace ends when the last process it traces does
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)     # anything left in the head's own process group
+        head.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@needs_strace
+def test_auto_on_a_ray_head_on_this_machine_stays_on_this_machine(world, ray_head):
+    """`headswap auto --ray-address 127.0.0.1:PORT`: Ray's node-IP discovery made a UDP connect to 8.8.8.8:53 in
+    the driver, and turned 127.0.0.1 into the machine's outward address, where a loopback head does not answer
+    (ray.init retried for minutes). headswap.batch.import_ray keeps the address loopback, with no lookup. The
+    head's processes (raylet, agents, the workers that run the arms) look for no node IP outward either; its
+    dashboard's cloud-metadata and usage-stats requests are the head's own (Ray's, started by the user) and are
+    not checked here."""
+    address, head_log = ray_head
+    out, log, said = world["root"] / "auto-ray", world["root"] / "auto.strace", world["root"] / "auto-ray.err"
+    with open(said, "w") as err:
+        driver = subprocess.Popen(_command(world, "auto", [
+            "--data", str(world["data"]), "--model", str(world["enc"]), "--strategies", "encoder-mlp", "--regime",
+            "full", "--budget", "60s", "--no-lr-search", "--no-more-epochs", "--no-blend", "--out", str(out),
+            "--ray-address", address, "-q"]), env={**world["env"], "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    seen, deadline = [], time.monotonic() + 240
+    while driver.poll() is None and not seen and time.monotonic() < deadline:
+        time.sleep(0.5)   # an outward lookup ends the test at once (it used to hang ray.init for minutes after)
+        seen = outside_traffic(log.read_text()) if log.exists() else []
+    if driver.poll() is None:
+        os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(30)
+    seen = outside_traffic(log.read_text())
+    node_ip_lookups = [line for line in outside_traffic(head_log.read_text())
+                       if re.search(r'"(8\.8\.8\.8|2001:4860:4860::8888)"', line)]
+    assert (seen, node_ip_lookups) == ([], [])
+    assert driver.returncode == 0, said.read_text()[-2000:]
+    arms = [c for c in json.loads((out / "results.json").read_text())["auto"]["candidates"] if c.get("halving")]
+    assert arms and all(c["status"] == "ran" for c in arms), arms
+    assert all(len(s.get("node") or "") == 56 for c in arms for s in c["slices"]), arms   # on a Ray node

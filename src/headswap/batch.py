@@ -223,12 +223,46 @@ def write_table(table, path) -> None:
                 delimiter="\t" if fmt == "tsv" else ","))
 
 
+# Read by Ray when it is imported. At 0 a node's IP address is 127.0.0.1, never looked up; otherwise Ray 2.60 asks
+# the routing table for this machine's outward address with a UDP connect to 8.8.8.8:53
+# (ray._raylet.node_ip_address_from_perspective) to start a local cluster, and to turn a loopback address
+# (127.0.0.1, localhost) into a "reachable" one. ray.init's _node_ip_address goes through the same lookup.
+LOOPBACK_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray(address: str | None = None):
+    """`import ray` for a cluster at `address`. For one on this machine (a loopback address, "local", "auto", or
+    none), LOOPBACK_NODE=0 is set first, for this process and the cluster processes it starts, so that Ray looks
+    nothing up outside the machine. A remote head's address is looked up by no one (Ray takes the address its
+    node registered under). Ray imported earlier in this process keeps what it read then. ImportError where Ray
+    is not installed."""
+    if on_this_machine(address):
+        os.environ.setdefault(LOOPBACK_NODE, "0")
+    import ray
+    return ray
+
+
+def on_this_machine(address: str | None) -> bool:
+    """Whether a Ray address names a cluster on this machine: none, "local", "auto", or a loopback host."""
+    import ipaddress
+
+    if address in (None, "", "local", "auto"):
+        return True
+    host = address.split("://", 1)[-1].rpartition(":")[0].strip("[]") or address.split("://", 1)[-1]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def ensure_ray(num_cpus: int | None, quiet: bool = True) -> bool:
     """Ray for this process: the one already initialised here, the cluster RAY_ADDRESS names, or a new local
     one (num_cpus CPUs, no dashboard). Returns True when this call started it (the caller shuts it down).
     A cluster someone else left running on this machine is not joined unless RAY_ADDRESS says so."""
     try:
-        import ray
+        ray = import_ray(os.environ.get("RAY_ADDRESS"))
     except ImportError:
         raise HeadswapError(RAY_MISSING) from None
     if ray.is_initialized():
@@ -250,7 +284,7 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
     subclass (tests use one that fails once); `ray_remote_args`: e.g. max_restarts, max_task_retries (Ray Data's
     defaults for an actor pool retry without limit)."""
     try:
-        import ray  # noqa: F401
+        import_ray(os.environ.get("RAY_ADDRESS"))
         import ray.data  # noqa: F401
     except ImportError:
         raise HeadswapError(RAY_MISSING) from None

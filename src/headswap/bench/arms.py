@@ -204,9 +204,10 @@ class RayArms:
     cluster's resources hold."""
 
     def __init__(self, address: str, train, validation, cpus: float = 1, gpus: float = 0, log=print):
+        from headswap.batch import import_ray
         from headswap.errors import ConfigError, HeadswapError
-        try:
-            import ray
+        try:    # a head on this machine: Ray asks 8.8.8.8 for no node address (import_ray)
+            ray = import_ray(address)
         except ImportError:
             raise HeadswapError("--ray-address needs Ray, which is not installed: pip install 'headswap[ray]'") \
                 from None
