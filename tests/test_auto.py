@@ -14,7 +14,8 @@ import headswap.bench.arms
 import headswap.bench.auto
 import headswap.bench.climb
 from headswap.api import TextClassifier, load_model
-from headswap.bench.auto import auto, parse_duration
+from headswap.bench.auto import auto
+from headswap.bench.budget import parse_duration
 from headswap.cli.parser import main
 from headswap.errors import ConfigError
 from headswap.tfidf import TfidfClassifier

@@ -33,7 +33,7 @@ OUT_OF_RANGE = {
     "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
     "--concurrency": ["0", "-2"], "--arm-cpus": ["0", "-1"], "--arm-gpus": ["-1"],
-    "--folds": ["1", "0"],
+    "--folds": ["1", "0"], "--test-fraction": ["0", "1", "1.5", "-0.2"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
@@ -47,6 +47,8 @@ TEXT_CASES = {
     ("predict", "--model-dir"): ["nope"], ("predict", "--data"): ["nope.csv"], ("predict", "--text-column"): ["nosuch"],
     ("predict", "--out"): ["{dir}"],
     ("bench", "--data"): ["nope"], ("bench", "--model"): ["no-such-model"], ("bench", "--strategies"): ["bogus"],
+    ("bench", "--text-column"): ["nosuch"], ("bench", "--label-column"): ["nosuch"],
+    ("auto", "--text-column"): ["nosuch"], ("auto", "--label-column"): ["nosuch"],
     ("bench", "--out"): ["{file}"], ("bench", "--prompt"): ["@missing-prompt.txt"],
     ("bench", "--descriptions"): ["missing-descriptions.csv"], ("bench", "--class-weight"): ["missing.json"],
     ("bench", "--out-of-scope"): [""],

@@ -165,11 +165,11 @@ def test_saved_files_are_readable_by_other_users(fitted, tmp_path):
 
 
 def test_auto_ships_its_winner_without_deleting_the_users_files(tmp_path):
-    from headswap.bench.auto import _ship
+    from headswap.bench.ship import ship
     out = tmp_path / "auto"
     (out / "model").mkdir(parents=True)
     (out / "model" / "mine.txt").write_text("mine")
-    target, why = _ship(TfidfClassifier().fit(TEXTS, LABELS), out, "none", print)
+    target, why = ship(TfidfClassifier().fit(TEXTS, LABELS), out, "none", print)
     assert "nothing to export" in why
     assert (target / "mine.txt").read_text() == "mine" and (target / CONFIG_FILE).is_file()
     assert _leftovers(out) == []

@@ -2,8 +2,10 @@
 
     results = auto("data/emotion", budget_seconds=20 * 60, out="auto-out")
 
-1. The data: DIR/train.csv, DIR/test.csv and DIR/validation.csv (without one, a stratified, seeded tenth of the
-   training texts is held out as validation). Test is read once, at the end.
+1. The data: DIR/train.csv, and DIR/validation.csv and DIR/test.csv when there (without validation.csv, a
+   stratified, seeded tenth of the training texts is held out as validation), or one labelled file as train.
+   test_fraction holds a stratified, seeded share of train out as test first; with no test split, nothing is
+   scored on test. Test is read once, at the end.
 2. The TF-IDF + logistic-regression classifier (headswap.tfidf) always trains: it is the baseline and the
    fallback when nothing else fits.
 3. The cost ladder (headswap.bench.ladder, run by headswap.bench.climb): `static`, then head-only rungs on frozen
@@ -21,127 +23,52 @@
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
 The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
 best so far and finish (headswap.bench.budget); a budget too small for the baseline alone is refused.
-5. The shipped winner and the baseline are scored on test once. OUT/results.json (bench's layout plus an
-   "auto" entry), results.md and report.html say what ran, what was skipped and why.
+5. The shipped winner and the baseline are scored on test once, when there is a test split. OUT/results.json
+   (bench's layout plus an "auto" entry), results.md and report.html say what ran, what was skipped and why, and
+   where each split came from.
 """
 
 from __future__ import annotations
 
 import datetime
 import gc
-import math
-import os
-import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap import model_dir
 from headswap.bench.auto_report import render_markdown
-from headswap.bench.budget import DAY, baseline_seconds, check_budget, end_line, finish_seconds, warm_up_charts
+from headswap.bench.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
+                                   parse_duration, warm_up_charts)  # noqa: F401 (parse_duration: as before)
+from headswap.bench.ship import blend_winner, ship
 from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
-from headswap.errors import ConfigError, HeadswapError
+from headswap.errors import ConfigError
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # Candidates by default only when installed; timed like the others.
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
-MAX_BUDGET_DAYS = 7     # a week: auto's longest budget (its arms train whole epochs from a few hours on)
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: float | None = None,
+          text_column: str = "text", label_column: str = "label"):
+    """(train, validation, test or None, sizes): validation.csv, or a stratified tenth of train held out; test.csv,
+    test_fraction of train held out first, or none. With out_of_scope, that label's rows are allowed in validation
+    and test (each candidate rejects them; the test row reports it)."""
+    from collections import Counter
 
+    from headswap.bench.plan import EVAL_FRACTION, held_out_source, load_bench_data, train_source
 
-def parse_duration(text: str) -> float:
-    """'20m', '1h30m', '90s', '1.5h' -> seconds; a bare number is minutes."""
-    value = str(text).strip().lower()
-    if value.startswith("-") and _DURATION.match(value[1:]) and value[1:]:
-        raise ConfigError(f"budget {text!r} must be a time of more than zero")
-    try:
-        seconds = float(value) * 60
-    except ValueError:
-        match = _DURATION.match(value)
-        if not value or not match or not any(match.groups()):
-            raise ConfigError(f"budget {text!r} is not a duration: write e.g. 20m, 1h30m, 90s (a bare number is "
-                              "minutes)") from None
-        h, m, s = (float(g) if g else 0.0 for g in match.groups())
-        seconds = h * 3600 + m * 60 + s
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"budget {text!r} must be a finite time of more than zero")
-    check_budget_length(seconds, repr(text))
-    return seconds
-
-
-def check_budget_length(seconds: float, given: str) -> None:
-    """Refuse a budget over MAX_BUDGET_DAYS: one of 1e9 (minutes, 1,900 years) is a typo, not a plan."""
-    if seconds > MAX_BUDGET_DAYS * DAY:
-        raise ConfigError(f"budget {given} is {seconds / DAY:,.1f} days, over the {MAX_BUDGET_DAYS} days auto takes "
-                          f"(a bare number is minutes: --budget 90 is 90 min)")
-
-
-def _data(data_dir, seed: int, out_of_scope: str | None = None):
-    """(train, validation, test, sizes): validation.csv, or a stratified tenth of train held out. With out_of_scope,
-    that label's rows are allowed in validation and test (each candidate rejects them; the test row reports it)."""
-    from headswap.bench.plan import EVAL_FRACTION, load_bench_data
-    from headswap.data.sampling import stratified_split
-
-    data = load_bench_data(data_dir, seed=seed, out_of_scope=out_of_scope)
+    data = load_bench_data(data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction,
+                           text_column=text_column, label_column=label_column, needs_test=False, who="auto")
     train, validation, sizes = data.train, data.validation, dict(data.sizes)
     if validation is None:
+        from headswap.data.sampling import stratified_split
         train, validation = stratified_split(train, EVAL_FRACTION, seed)
-        sizes["validation"] = {"file": None, "used": len(validation),
-                               "note": f"no validation.csv: {EVAL_FRACTION:.0%} of train.csv held out "
+        file, held = sizes["train"]["file"], ["test"] if sizes["test"]["used"] and not sizes["test"]["file"] else []
+        sizes["validation"] = {"file": None, "rows": len(validation), "used": len(validation),
+                               "classes": dict(sorted(Counter(validation.labels).items())),
+                               "source": held_out_source(EVAL_FRACTION, f"the rest of {file}" if held else file, seed),
+                               "note": f"no validation.csv: {EVAL_FRACTION:.0%} of the training texts held out "
                                        "(stratified, seeded) for best-epoch selection and for picking the winner"}
-        sizes["train"] = {**sizes["train"], "used": len(train)}
+        sizes["train"] = {**sizes["train"], "used": len(train), "source": train_source(file, held + ["validation"])}
     return train, validation, data.test, sizes
-
-
-def _ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
-    """Save the winner as OUT/model (exported to ONNX when it can be); returns (path, why not exported).
-    OUT/model is swapped in whole (model_dir.save_into): files a user put there are kept."""
-    why = []
-    target = model_dir.save_into(out / "model", lambda folder: why.append(_write_winner(winner, folder, quantize,
-                                                                                          log)))
-    return target, why[0]
-
-
-def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
-    """Write the winner into the new, empty `folder`; returns why it was not exported (None when it was)."""
-    from headswap.blend import Blend
-    from headswap.tfidf import TfidfClassifier
-
-    if isinstance(winner, Blend):     # the neural member is exported as it would be alone
-        why = []
-        winner.save(folder, save_model=lambda model, into: why.append(_write_winner(model, into, quantize, log)))
-        return why[0]
-    if isinstance(winner, TfidfClassifier):
-        winner.save(folder)
-        return "a TF-IDF model runs on scikit-learn; there is nothing to export"
-    if not winner.strategy_.exportable or winner.model_spec_.kind != "encoder":
-        winner.save(folder)
-        return f"{winner.strategy} on a {winner.model_spec_.kind} model cannot be exported to ONNX"
-    try:
-        from headswap.runtime import import_onnxruntime
-        import_onnxruntime()
-    except HeadswapError as e:
-        winner.save(folder)
-        return str(e)
-    from headswap.export import export
-
-    staging = Path(tempfile.mkdtemp(prefix=".model-torch-", dir=folder.parent))
-    try:
-        winner.save(staging)
-        try:
-            entry = export(staging, folder, quantize=quantize)
-        except Exception as e:  # the trained winner must not be lost to a failed export: ship it on torch
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(staging, folder)
-            log(f"exporting the winner failed ({type(e).__name__}: {e}); saved it for torch instead")
-            return f"export failed: {type(e).__name__}: {e}"
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    log(f"exported the winner to ONNX ({entry['quantize']}); its logits differ from torch's by at most "
-        f"{entry['check']['max_abs_logit_diff']:.2g} on the check texts")
-    return None
 
 
 def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
@@ -175,11 +102,15 @@ def default_models() -> tuple[str, ...]:
 
 def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None, strategies="all",
          out="auto-out", quantize: str = "none", log: Callable[[str], None] = print,
+         test_fraction: float | None = None, text_column: str = "text", label_column: str = "label",
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True, blend: bool = True,
          clock: Callable[[], float] = time.perf_counter, started: float | None = None, ray_address: str | None = None,
          arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
+    data_dir: a folder with train.csv (validation.csv and test.csv optional) or one labelled CSV/TSV/JSONL file;
+    text_column and label_column name the columns of every file. test_fraction (0-1): hold that share of train out
+    as test, stratified and seeded (refused when there is a test.csv); without a test split nothing is scored on test.
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
     plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
@@ -198,7 +129,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
     from headswap.inference import feature_cache
-    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, write_json
+    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, split_lines, write_json
     from headswap.models import resolve_model
     from headswap.runtime import QUANTIZE
     from headswap.settings import check as check_settings
@@ -228,20 +159,24 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     check_settings(settings)
     full = {**defaults(), **settings}
     names = parse_strategies(strategies)
+    from headswap.bench.plan import bench_files
+    bench_files(data_dir, test_fraction, who="auto")      # before the models: a wrong path or fraction at once
     if models is None:
         models = default_models()
     models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
     if not models:
         raise ConfigError("no models given")
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
-    train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"])
+    train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column,
+                                           label_column)
+    n_test = len(test) if test is not None else 0
     n_classes = len(set(train.labels))
-    check_budget(budget_seconds, clock() - started, len(train), len(validation), len(test), n_classes)
+    check_budget(budget_seconds, clock() - started, len(train), len(validation), n_test, n_classes)
     warm_up_charts()
     # A model not yet converted into the cache converts at its first load (the vocabulary check's), in the budget:
     # one whose conversion leaves no time to use it is skipped before it starts.
     spare = budget_seconds - (clock() - started) - FINAL_MARGIN * budget_seconds \
-        - baseline_seconds(len(train), len(validation), len(test), n_classes)
+        - baseline_seconds(len(train), len(validation), n_test, n_classes)
     models, unconverted = _convertible(models, specs, spare)
     from headswap.quiet import no_progress_bars
     with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
@@ -258,7 +193,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "headswap_version": __version__, "machine": _machine(), "data": sizes,
             "command": list(command) if command is not None else None,
-            "args": {"data_dir": str(data_dir), "models": models, "strategies": names, "out": str(out),
+            "args": {"data_dir": str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
+                     "label_column": label_column, "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
                      "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address,
                      "settings": dict(settings)}}
@@ -267,11 +203,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                "vocabulary_fit": as_record(fits)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
                                                      for s in unconverted + skipped], "auto": summary}
-    log(f"headswap auto: {len(train)} train, {len(validation)} validation, {len(test)} test texts; budget "
+    log(f"headswap auto: {len(train)} train, {len(validation)} validation"
+        + (f", {n_test} test texts" if test is not None else " texts and no test set") + "; budget "
         f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
         f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
     for line in filter(None, [end_line(budget_seconds, clock() - started), fit_note(fits), *summary["warnings"]]):
         log(line)
+    for line in split_lines(sizes, held_only=True):
+        log(f"  {line}")
     for u in unconverted:
         log(f"  skip {model_display_name(u['model'])}: {u['reason']}")
 
@@ -287,9 +226,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 2. The cheap rungs of the ladder within the budget (headswap.bench.climb); frozen rungs of one model share
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.bench.compete).
-    costs = Costs(len(train), len(validation), len(test), full["batch_size"], n_classes=n_classes, blends=blend)
+    costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes, blends=blend)
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
-                  finish=finish_seconds(len(test)))
+                  finish=finish_seconds(n_test))
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
@@ -313,7 +252,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     best, best_entry = climb.best, climb.best_entry
     # 4. The winner averaged with the baseline's probabilities, where validation says it pays (headswap.blend).
     if blend and best is not baseline:
-        best, best_entry = _blend(best, best_entry, baseline, validation, candidates, log)
+        best, best_entry = blend_winner(best, best_entry, baseline, validation, candidates, log)
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
     climb = None
@@ -327,11 +266,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
     log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
         f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
-    target, not_exported = _ship(best, out, quantize, log)
+    target, not_exported = ship(best, out, quantize, log)
     summary.update(model_dir=str(target), exported=not_exported is None)
     if not_exported:
         summary["not_exported_because"] = not_exported
-    if best is baseline:       # (headswap.api is not imported for it: 4 s on 2 loaded cores)
+    if test is None:
+        log("no test set: the winner and the baseline are not scored on test")
+        shipped = None
+    elif best is baseline:       # (headswap.api is not imported for it: 4 s on 2 loaded cores)
         shipped = baseline
     else:
         from headswap.api import load_model
@@ -339,8 +281,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     del best
     gc.collect()
     for clf, entry, is_baseline in ((baseline, candidates[0], True), (shipped, best_entry, False)):
-        if is_baseline and best_entry is candidates[0]:
-            continue       # the baseline won: one row
+        if test is None or (is_baseline and best_entry is candidates[0]):
+            continue       # no test set; or the baseline won: one row
         m = clf.evaluate(test.texts, test.labels)
         row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
                if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
@@ -391,39 +333,6 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     log(f"wrote {target} and the report ({out / 'results.md'}); used {_fmt_duration(summary['elapsed_seconds'])} "
         f"of budget {_fmt_duration(budget_seconds)}")
     return results
-
-
-def _blend(best, entry: dict, baseline, validation, candidates: list, log):
-    """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
-    validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
-    from headswap.blend import fit_blend, same_labels
-    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
-           "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
-    why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
-           "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
-           "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
-           "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
-    if why:
-        candidates.append({**row, "status": "skipped", "reason": why})
-        log(f"  blend with TF-IDF not tried: {why}")
-        return best, entry
-    t0 = time.perf_counter()
-    blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)
-    w = max(scores, key=lambda k: (scores[k], -k))
-    row.update({"rung": f"TF-IDF weight {w:g}", "status": "ran" if blend else "not better",
-                "seconds": time.perf_counter() - t0, "validation_macro_f1": scores[w],
-                "blend_scores": {f"{k:g}": v for k, v in scores.items()}, "out_of_fold_macro_f1": out_of_fold})
-    folds = "" if out_of_fold is None else f", out of fold {out_of_fold:.4f}"
-    line = (f"validation macro F1 {scores[w]:.4f}{folds}, the winner alone {scores[0.0]:.4f} "
-            f"({row['seconds']:.0f} s)")
-    candidates.append(row)
-    if blend is None:
-        row["reason"] = (f"weight {w:g}: {line}; not better than the winner alone out of fold" if w else
-                         "no TF-IDF weight scored higher on validation than the winner alone")
-        log(f"  blend with TF-IDF not kept (weight {w:g}): {line}")
-        return best, entry
-    log(f"  blend with TF-IDF (weight {w:g}): {line}")
-    return blend, row
 
 
 def _data_warnings(train, validation, settings: dict) -> list[str]:

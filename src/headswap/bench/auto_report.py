@@ -1,5 +1,6 @@
-"""`headswap auto`'s results.md: the budget and the wall time it took, what ran, what was skipped and why, the
-winner, its and the baseline's test scores, and their out-of-scope figures when the run had an out-of-scope label."""
+"""`headswap auto`'s results.md: the budget and the wall time it took, where each split came from, what ran, what was
+skipped and why, the winner, its and the baseline's test scores (or that there was no test set), and their
+out-of-scope figures when the run had an out-of-scope label."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 def render_markdown(results: dict) -> str:
     """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
     from headswap.bench.html_report import rung_note
+    from headswap.bench.report_text import has_test, split_lines
     from headswap.bench.report import _cell, _fmt_duration, _num, oos_table
 
     a = results["auto"]
@@ -18,6 +20,10 @@ def render_markdown(results: dict) -> str:
              f"{a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
              + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", ""]
     lines += [f"**Warning:** {w}" for w in a.get("warnings") or []] + ([""] if a.get("warnings") else [])
+    data = results.get("meta", {}).get("data") or {}
+    if data:
+        lines += [f"Data `{results['meta'].get('args', {}).get('data_dir')}`:", ""]
+        lines += [f"- {line}" for line in split_lines(data)] + [""]
     lines += ["## The ladder", "",
               "Cheap to dear: the baseline, static, heads on frozen features, fine-tuning, causal models last.", "",
               "| tier | model | strategy | regime | rung | status | estimated | took | validation macro F1 | notes |",
@@ -30,8 +36,12 @@ def render_markdown(results: dict) -> str:
             _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
             _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
     lines += arms_markdown(a)
-    lines += ["", "## Test set (scored once, after the choice)", "",
-              "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
+    if not has_test(results):
+        lines += ["", "## Test set", "", "No test set: nothing was scored on test, and the winner was chosen on "
+                  "validation alone (give a test.csv, or --test-fraction, to score it)."]
+    else:
+        lines += ["", "## Test set (scored once, after the choice)", "",
+                  "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
     for r in results["rows"]:
         lines.append(f"| {_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
                      f"{r.get('runtime') or '–'} | {r['macro_f1']:.4f} | {r['accuracy']:.4f} | "

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 # Re-exported: the tests and benchmarks/render_report.py check the page through these.
 from headswap.bench.browser import BROWSERS, dump_dom, find_browser, screenshot  # noqa: F401
-from headswap.bench.report_text import (OOS_COLUMNS, fmt_value, human, is_num, model_display_name, num, oos_cells,
-                                        row_name, row_ok, rung_note, seconds, sorted_rows)
+from headswap.bench.report_text import (OOS_COLUMNS, fmt_value, has_test, human, is_num, model_display_name, num,
+                                        oos_cells, row_name, row_ok, rung_note, seconds, sorted_rows)
 from headswap.bench.templating import environment
 # label_audit builds its page from these blocks, under these names.
 
@@ -98,13 +98,15 @@ def _summary(results: dict) -> dict:
         info = data.get(split)
         if not isinstance(info, dict):
             continue
-        if split == "validation" and not info.get("file"):
-            pairs.append(("validation", "held out of the training subset"))
+        if info.get("used") == 0 or (split == "validation" and not info.get("used")):
+            pairs.append((split, info.get("source") or "held out of the training subset"))
             continue
         text = f"{info.get('used', '?')} of {info.get('rows', '?')} texts"
         classes = info.get("classes")
         if isinstance(classes, dict) and classes:
             text += f", {len(classes)} classes"
+        if info.get("source") and info["source"] != info.get("file"):     # held out of a file, not a file of its own
+            text += f": {info['source']}"
         pairs.append((split, text))
     given = args.get("settings") if isinstance(args.get("settings"), dict) else {}
     merged = {**given, **{k: v for k, v in args.items() if v is not None}}
@@ -364,17 +366,20 @@ def render_html(results: dict, title: str | None = None) -> str:
             sections.append(_auto(auto))
             if any(isinstance(c, dict) and c.get("halving") for c in auto.get("candidates") or []):
                 sections.append(_arms(auto, charts))
-        sections.append(_results(rows))
-        sections.append({"id": "quality-vs-speed", "chart": charts.img(
-            "the quality vs speed chart", lambda p: plot_quality_vs_speed(rows, p),
-            "macro F1 and inference texts/s per row")})
+        tested = has_test(results)     # without a test split there is nothing to show of test: no such sections
+        if tested:
+            sections.append(_results(rows))
+            sections.append({"id": "quality-vs-speed", "chart": charts.img(
+                "the quality vs speed chart", lambda p: plot_quality_vs_speed(rows, p),
+                "macro F1 and inference texts/s per row")})
         trained = [r for r in rows if not r.get("baseline") and row_ok(r)
                    and any(is_num(h.get("score")) for h in r.get("history") or [] if isinstance(h, dict))]
         if trained:
             sections.append({"id": "learning-curves", "chart": charts.img(
                 "the learning curves", lambda p: plot_learning_curves(trained, p),
                 "validation macro F1 per epoch of each trained row")})
-        sections.append(_confusions(rows, charts))
+        if tested:
+            sections.append(_confusions(rows, charts))
         if any(isinstance(r.get("calibration"), dict) for r in rows):
             sections.append(_calibration(rows, charts))
         if any(row_ok(r) and isinstance(r.get("out_of_scope"), dict) for r in rows):

@@ -1,5 +1,6 @@
-"""What a bench run runs: its data (stratified, seeded subsets of DIR's train/validation/test files) and
-its rows (each strategy on each model it fits, trained and, for zero-shot strategies, untrained)."""
+"""What a bench run runs: its data (stratified, seeded subsets of a folder's train/validation/test files, or of one
+file with the splits held out of it) and its rows (each strategy on each model it fits, trained and, for zero-shot
+strategies, untrained)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from pathlib import Path
 from typing import Sequence
 
 from headswap.data.load import LabelledData, check_eval_labels, check_training_data, load_dataset
-from headswap.data.sampling import stratified_subset
-from headswap.data.splits import split_files
-from headswap.errors import ConfigError
+from headswap.data.sampling import stratified_split, stratified_subset
+from headswap.data.splits import data_files as split_sources
+from headswap.errors import ConfigError, DataError
 from headswap.settings import defaults
 from headswap.strategies import get, names as strategy_names
 
 ZERO_SHOT_REGIME = "zero-shot"
 MIN_VALIDATION = 200          # validation.csv is cut to min(len, max(MIN_VALIDATION, train_limit // 5))
 EVAL_FRACTION = defaults()["eval_fraction"]   # TextClassifier's hold-out; bench estimates with it, auto holds it out
+# How the data options are named in messages: in Python (run_bench, auto) and on the command line.
+PYTHON_NAMES = {"data": "data", "test_fraction": "test_fraction"}
+CLI_NAMES = {"data": "--data", "test_fraction": "--test-fraction"}
 
 
 def validation_limit(n_validation: int, train_limit: int | None) -> int:
@@ -31,41 +35,125 @@ def validation_limit(n_validation: int, train_limit: int | None) -> int:
 class BenchData:
     train: LabelledData
     validation: LabelledData | None
-    test: LabelledData
-    sizes: dict
+    test: LabelledData | None      # None: no test.csv and no test_fraction (auto runs without a test score)
+    sizes: dict                    # per split: file, rows, used, classes, and "source": where it came from
 
 
-def _split_info(path: Path, full: LabelledData, used: LabelledData) -> dict:
-    return {"file": str(path), "rows": len(full), "used": len(used),
-            "classes": dict(sorted(Counter(used.labels).items()))}
+def _split_info(path, full: LabelledData, used: LabelledData, source: str) -> dict:
+    return {"file": None if path is None else str(path), "rows": len(full), "used": len(used),
+            "classes": dict(sorted(Counter(used.labels).items())), "source": source}
+
+
+def held_out_source(fraction: float, of: str, seed: int) -> str:
+    """Where a held-out split came from, as results.json, results.md and report.html say it."""
+    return f"{fraction:.0%} of {of} held out, stratified, seed {seed}"
+
+
+def train_source(path, held: Sequence[str]) -> str:
+    """Where the training split came from: its file, less the splits held out of it."""
+    return str(path) + (f" less the {' and '.join(held)} split{'s' if len(held) > 1 else ''}" if held else "")
+
+
+def check_test_fraction(test_fraction, names: dict = PYTHON_NAMES) -> None:
+    """ConfigError unless test_fraction is None or a share strictly between 0 and 1."""
+    if test_fraction is None:
+        return
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
+        raise ConfigError(f"{names['test_fraction']} must be a share of the texts between 0 and 1 (e.g. 0.2), "
+                          f"got {test_fraction!r}")
+
+
+def bench_files(data, test_fraction: float | None = None, *, needs_test: bool = False, who: str = "run_bench",
+                names: dict = PYTHON_NAMES) -> dict[str, Path]:
+    """{split: path} of `data`, a folder (train.csv, optionally validation.csv and test.csv) or one labelled file
+    (the train split, the others held out of it). Refused in one line: a path that is not there, a test_fraction
+    that cannot apply (ConfigError), and, with needs_test, data that has no test split."""
+    check_test_fraction(test_fraction, names)
+    path = Path(data).expanduser()
+    if not path.exists():
+        raise DataError(f"{names['data']} {data} does not exist: give a labelled CSV, TSV or JSONL file, or a folder "
+                        "with train.csv (optionally validation.csv and test.csv)")
+    try:
+        files = split_sources(path, required=("train",), who=who)
+    except DataError as e:
+        raise DataError(f"{names['data']} {data}: {e}") from None
+    if test_fraction is not None and "test" in files:
+        raise ConfigError(f"{names['test_fraction']} {test_fraction:g} holds a test split out of the training texts, "
+                          f"but {files['test']} is a test split already: leave out {names['test_fraction']} to "
+                          "test on it")
+    if needs_test and "test" not in files and test_fraction is None:
+        hold = f"add {names['test_fraction']} (e.g. 0.2) to hold a stratified, seeded share of it out as the test set"
+        if path.is_dir():
+            raise DataError(f"{path / 'test.csv'} is missing: {who} scores every row on a test set; put a test.csv "
+                            f"in {path}, or {hold.replace('of it', 'of train.csv')}")
+        raise DataError(f"{names['data']} {data} is one file, and {who} scores every row on a test set: {hold}")
+    return files
+
+
+def _hold_out_test(data: LabelledData, fraction: float, seed: int) -> tuple[LabelledData, LabelledData]:
+    """(rest, test): stratified_split, its messages about the held-out part said of a test split."""
+    from headswap.data.once import muted, warn_once
+    try:
+        with muted():      # its duplicate-text warning speaks of validation: said below of test
+            rest, test = stratified_split(data, fraction, seed)
+    except DataError as e:
+        raise DataError(str(e).replace("for validation", "for test").split("; pass validation data")[0]
+                        + "; give a folder with a test.csv instead") from None
+    seen = set(rest.texts)
+    leaked = sum(text in seen for text in test.texts)
+    if leaked:
+        message = (f"{data.source}: {leaked} of the {len(test)} texts held out for test also appear in the rest "
+                   f"(duplicate texts), so the test score is optimistic; remove duplicates to test on unseen texts")
+        warn_once(message, message)
+    return rest, test
 
 
 def load_bench_data(data_dir, train_limit: int | None = None, test_limit: int | None = None,
-                    seed: int = 0, out_of_scope: str | None = None) -> BenchData:
-    """DIR/train.csv and DIR/test.csv (DIR/validation.csv when present), cut to stratified subsets. Rows labelled
-    out_of_scope may be in the test and validation files (the reject option answers them)."""
-    files = split_files(Path(data_dir).expanduser(), required=("train", "test"),
-                        who="a bench data folder (columns text,label)")
-    train_full = load_dataset(files["train"])
-    test_full = load_dataset(files["test"])
+                    seed: int = 0, out_of_scope: str | None = None, *, test_fraction: float | None = None,
+                    text_column: str = "text", label_column: str = "label", needs_test: bool = True,
+                    who: str = "run_bench") -> BenchData:
+    """DIR/train.csv, DIR/validation.csv and DIR/test.csv (those present), or one file as train, cut to stratified
+    subsets. test_fraction: that share of train is held out (stratified, seeded) as test first. Without a test
+    split, test is None (needs_test: refused instead). Rows labelled out_of_scope may be in the test and
+    validation files (the reject option answers them)."""
+    files = bench_files(data_dir, test_fraction, needs_test=needs_test, who=who)
+
+    def read(split: str) -> LabelledData:
+        return load_dataset(files[split], text_column=text_column, label_column=label_column)
+
+    train_full = read("train")
     check_training_data(train_full)
+    test_full, sizes = None, {}
+    if "test" in files:
+        test_full = read("test")
+    elif test_fraction is not None:
+        train_full, test_full = _hold_out_test(train_full, test_fraction, seed)
     train = stratified_subset(train_full, train_limit, seed)
-    test = stratified_subset(test_full, test_limit, seed)
     check_training_data(train)
-    check_eval_labels(train.labels, test, out_of_scope)
-    sizes = {"train": _split_info(files["train"], train_full, train),
-             "test": _split_info(files["test"], test_full, test)}
+    sizes["train"] = _split_info(files["train"], train_full, train,
+                                 train_source(files["train"], ["test"] if test_fraction is not None else []))
+    test = None
+    if test_full is not None:
+        test = stratified_subset(test_full, test_limit, seed)
+        check_eval_labels(train.labels, test, out_of_scope)
+        sizes["test"] = _split_info(files.get("test"), test_full, test, str(files["test"]) if "test" in files
+                                    else held_out_source(test_fraction, files["train"], seed))
+    else:
+        where = "holds no test.csv" if Path(data_dir).expanduser().is_dir() else "is one file"
+        sizes["test"] = {"file": None, "rows": 0, "used": 0,
+                         "source": f"none ({Path(data_dir)} {where}, and no test fraction was asked for)"}
     validation = None
     if "validation" in files:
-        val_full = load_dataset(files["validation"])
+        val_full = read("validation")
         validation = stratified_subset(val_full, validation_limit(len(val_full), train_limit), seed)
         check_eval_labels(train.labels, validation, out_of_scope)
-        sizes["validation"] = _split_info(files["validation"], val_full, validation)
+        sizes["validation"] = _split_info(files["validation"], val_full, validation, str(files["validation"]))
     else:
         sizes["validation"] = {"file": None, "note": f"no validation.csv: TextClassifier holds out "
                                f"{EVAL_FRACTION:.0%} of the training subset (stratified, seeded) for best-epoch "
-                               "selection"}
-    return BenchData(train, validation, test, sizes)
+                               "selection",
+                               "source": held_out_source(EVAL_FRACTION, "the training subset", seed) + ", by each row"}
+    return BenchData(train, validation, test, {k: sizes[k] for k in ("train", "validation", "test")})
 
 
 def parse_strategies(spec) -> list[str]:

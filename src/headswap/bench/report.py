@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from headswap.bench.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
+from headswap.bench.report_text import split_lines
 from headswap.bench.plan import EVAL_FRACTION
 
 
@@ -132,6 +133,9 @@ def render_markdown(results: dict) -> str:
                  + "".join(f", {name} {args[key]:g}" for key, name in (("body_lr", "body lr"), ("head_lr", "head lr"))
                            if args.get(key) is not None) + ".")
     lines.append("")
+    held = split_lines(data, held_only=True)
+    if held:
+        lines += [f"- {line}" for line in held] + [""]
     lines.append("## Results on the test set, best macro F1 first")
     lines.append("")
     base = next((r for r in rows if r.get("baseline") and r.get("status") == "ok"), None)

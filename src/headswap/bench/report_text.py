@@ -105,3 +105,23 @@ def arm_rows(auto: dict) -> list[dict]:
     """auto's candidates that were fine-tuning arms (headswap.bench.compete), each with its name."""
     return [{**c, "name": c.get("arm") or c.get("model_name")} for c in auto.get("candidates") or []
             if isinstance(c, dict) and c.get("halving")]
+
+
+def split_lines(data: dict, held_only: bool = False) -> list[str]:
+    """'split: where it came from (N texts)' for each split in a results' meta.data; held_only: only the splits not
+    read whole from a file of their own (held out, or none)."""
+    lines = []
+    for split in ("train", "validation", "test"):
+        info = data.get(split) if isinstance(data, dict) else None
+        if not isinstance(info, dict):
+            continue
+        source = info.get("source") or info.get("file") or info.get("note")     # (results.json before "source")
+        if source and not (held_only and source == info.get("file")):
+            lines.append(f"{split}: {source}" + (f" ({info['used']} texts)" if info.get("used") else ""))
+    return lines
+
+
+def has_test(results: dict) -> bool:
+    """Whether the run had a test split: a run without one scored nothing on test (auto on data without test.csv)."""
+    test = ((results.get("meta") or {}).get("data") or {}).get("test")
+    return not (isinstance(test, dict) and test.get("used") == 0 and not results.get("rows"))

@@ -13,9 +13,10 @@ from typing import Callable, Sequence
 from headswap.bench.baseline import run_tfidf_baseline
 from headswap.bench.html_report import model_display_name
 from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
-from headswap.bench.plan import BenchData, PlannedRow, _classifier, load_bench_data, parse_strategies, plan_bench
+from headswap.bench.plan import (BenchData, PlannedRow, _classifier, bench_files, load_bench_data, parse_strategies,
+                                 plan_bench)
 from headswap.bench.report import (_describe_estimate, _error_fields, _fmt_duration, _log_row, _metric_fields,
-                                   _plot_row_confusion, check_run_folder, write_json, write_outputs)
+                                   _plot_row_confusion, check_run_folder, split_lines, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
@@ -81,9 +82,13 @@ def _history(clf) -> list[dict]:
 def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all", *,
               train_limit: int | None = None, test_limit: int | None = None, out="bench-out",
               zero_shot: bool = True, log: Callable[[str], None] = print, estimate: bool = True,
-              command: Sequence[str] | None = None, **settings) -> dict:
+              command: Sequence[str] | None = None, test_fraction: float | None = None, text_column: str = "text",
+              label_column: str = "label", **settings) -> dict:
     """Benchmark strategies x models on DIR's split against TF-IDF + LinearSVC; write OUT; return the results.
 
+    data_dir: a folder with train.csv and test.csv (validation.csv optional), or one labelled CSV/TSV/JSONL file
+    with test_fraction; text_column and label_column name the columns of every file. test_fraction (0-1): hold that
+    share of train out as test, stratified and seeded (for data without a test.csv, which bench needs otherwise).
     estimate: time a training batch and an inference batch before each row and print the extrapolated time.
     command: the command line to record in the metadata (the CLI passes sys.argv).
     """
@@ -103,6 +108,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
     names = parse_strategies(strategies)
+    bench_files(data_dir, test_fraction, needs_test=True)     # before the models: a wrong path or fraction at once
     models = [str(m) for m in ([models] if isinstance(models, (str, os.PathLike)) else models)]
     if not models:
         raise ConfigError("no models given")
@@ -110,12 +116,14 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
     planned, skipped = plan_bench({m: spec.kind for m, spec in specs.items()}, names, epochs, regime, zero_shot,
                                   chunking=full.get("chunk_stride") is not None)
-    data = load_bench_data(data_dir, train_limit, test_limit, seed, full["out_of_scope"])
+    data = load_bench_data(data_dir, train_limit, test_limit, seed, full["out_of_scope"], test_fraction=test_fraction,
+                           text_column=text_column, label_column=label_column)
     check_run_folder(out, "out")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
-    args = {"data_dir": str(data_dir), "models": models, "strategies": names, "regime": regime, "epochs": epochs,
+    args = {"data_dir": str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
+            "label_column": label_column, "models": models, "strategies": names, "regime": regime, "epochs": epochs,
             "train_limit": train_limit, "test_limit": test_limit, "out": str(out), "seed": seed,
             "batch_size": batch_size, "max_length": full["max_length"], "zero_shot": zero_shot,
             "head_lr": given.get("head_lr"), "body_lr": given.get("body_lr"), "settings": given}
@@ -131,6 +139,8 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     log(f"headswap bench: {data.sizes['train']['used']} train, "
         + (f"{len(val)} validation, " if val is not None else "validation held out of train, ")
         + f"{len(data.test)} test texts; {len(planned)} model rows + the TF-IDF baseline -> {out}")
+    for line in split_lines(data.sizes, held_only=True):
+        log(f"  {line}")
     for s in skipped:
         log(f"  skip {model_display_name(s['model'])} · {s['strategy']}: {s['reason']}")
 

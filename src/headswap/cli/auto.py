@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, check_arguments
+from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, add_data_arguments, check_arguments
 from headswap.cli.options import (StoreGiven, add_settings, duration, float_at_least, given, positive_float,
                                   settings_from)
 
@@ -26,9 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from headswap.runtime import QUANTIZE
     from headswap.strategies import names
 
-    p.add_argument("--data", required=True, metavar="DIR",
-                   help="folder with train.csv and test.csv (columns text,label), optionally validation.csv (without "
-                   "it a stratified tenth of train.csv is held out to choose on)")
+    add_data_arguments(p, "without a validation.csv a stratified, seeded tenth of the training texts is held out to "
+                       "choose on, and without a test split (test.csv or --test-fraction) nothing is scored on test")
     p.add_argument("--budget", required=True, type=duration, metavar="TIME",
                    help="wall-clock budget for the whole command, counted from its start and including shipping the "
                    "winner: 20m, 1h30m, 90s (a bare number is minutes); one too small for the TF-IDF baseline is "
@@ -82,6 +81,7 @@ def run(args) -> int:
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,
              quantize=args.quantize, command=["headswap", *sys.argv[1:]], progress=not args.quiet,
+             test_fraction=args.test_fraction, text_column=args.text_column, label_column=args.label_column,
              lr_search=args.lr_search, more_epochs=args.more_epochs, blend=args.blend,
              started=getattr(args, "started", None), ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))

@@ -1,12 +1,12 @@
-"""Data options shared by train, eval and predict: a file or a folder of fixed splits, and its columns."""
+"""Data options shared by the commands that read data (train, eval, predict, bench, auto, ...): a file or a folder of
+fixed splits, and its columns."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from headswap.data.splits import split_files
-from headswap.errors import DataError
+from headswap.data import splits
 
 
 def add_columns(p: argparse.ArgumentParser, label: bool = True) -> None:
@@ -17,12 +17,7 @@ def add_columns(p: argparse.ArgumentParser, label: bool = True) -> None:
 
 def data_files(path: str, required: tuple[str, ...] = (), command: str | None = None) -> dict[str, Path]:
     """{split: path}: a folder's split files (headswap.data.splits), or a file as the train split."""
-    p = Path(path)
-    if p.is_dir():
-        return split_files(p, required, who=f"headswap {command}" if command else "a data folder")
-    if not p.exists():
-        raise DataError(f"{p}: no such file or directory")
-    return {"train": p}
+    return splits.data_files(path, required, who=f"headswap {command}" if command else "a data folder")
 
 
 def load(path, args):

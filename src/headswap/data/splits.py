@@ -1,7 +1,8 @@
 """The split-folder convention: a data folder holds train.csv, validation.csv and test.csv (as ../shared/data).
 
-train, eval, distill, bench and auto all read such a folder through split_files, so the file names and what
-a command says when one is missing are written once, here.
+train, eval, distill, bench and auto all read such a folder through split_files (or data_files, which also takes
+a single file as the train split), so the file names and what a command says when one is missing are written
+once, here.
 """
 
 from __future__ import annotations
@@ -32,3 +33,13 @@ def split_files(folder, required: Sequence[str] = (), who: str = "a data folder"
     if not found:
         raise DataError(f"{folder} holds none of {', '.join(FILES.values())}")
     return found
+
+
+def data_files(path, required: Sequence[str] = (), who: str = "a data folder") -> dict[str, Path]:
+    """{split: path}: a folder's split files (split_files), or a single file as the train split."""
+    p = Path(path)
+    if p.is_dir():
+        return split_files(p, required, who)
+    if not p.exists():
+        raise DataError(f"{p}: no such file or directory")
+    return {"train": p}
