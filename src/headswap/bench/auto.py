@@ -41,7 +41,7 @@ from headswap.bench.budget import (baseline_seconds, check_budget, check_budget_
                                    parse_duration, warm_up_charts)  # noqa: F401 (parse_duration: as before)
 from headswap.bench.ship import blend_winner, ship
 from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
-from headswap.errors import ConfigError
+from headswap.errors import ConfigError, ModelNotAvailable
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # Candidates by default only when installed; timed like the others.
@@ -94,7 +94,8 @@ def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str
 
 def default_models() -> tuple[str, ...]:
     """DEFAULT_MODELS, and each of OPTIONAL_MODELS whose packages are installed. Installed is not chosen: each
-    candidate is still timed on one batch and runs only when its estimate fits what is left of the budget."""
+    candidate is still timed on one batch and runs only when its estimate fits what is left of the budget. A
+    default one that is not installed (a pip install without smollm2's package) is skipped by auto, saying so."""
     from headswap.models import installed
 
     return DEFAULT_MODELS + tuple(m for m in OPTIONAL_MODELS if installed(m))
@@ -161,12 +162,20 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     names = parse_strategies(strategies)
     from headswap.bench.plan import bench_files
     bench_files(data_dir, test_fraction, who="auto")      # before the models: a wrong path or fraction at once
-    if models is None:
-        models = default_models()
+    defaulted = models is None
+    models = default_models() if defaulted else models
     models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
     if not models:
         raise ConfigError("no models given")
-    specs = {m: resolve_model(m) for m in models}          # fails early on a model that is not available
+    specs, unavailable = {}, []
+    for m in models:     # fails early on a model that is not available; a default one is skipped, saying why
+        try:
+            specs[m] = resolve_model(m)
+        except ModelNotAvailable as e:
+            if not defaulted:
+                raise
+            unavailable.append({"model": m, "strategy": "all", "regime": "", "reason": f"not installed: {e}"})
+    models = [m for m in models if m in specs]
     train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column,
                                            label_column)
     n_test = len(test) if test is not None else 0
@@ -177,7 +186,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # one whose conversion leaves no time to use it is skipped before it starts.
     spare = budget_seconds - (clock() - started) - FINAL_MARGIN * budget_seconds \
         - baseline_seconds(len(train), len(validation), n_test, n_classes)
-    models, unconverted = _convertible(models, specs, spare)
+    models, unconvertible = _convertible(models, specs, spare)
+    unavailable += unconvertible
     from headswap.quiet import no_progress_bars
     with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
         models, fits = rank_by_fit(models, train.texts)     # bodies whose vocabulary fits the texts climb first
@@ -202,7 +212,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                "warnings": _data_warnings(train, validation, full),
                "vocabulary_fit": as_record(fits)}
     results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
-                                                     for s in unconverted + skipped], "auto": summary}
+                                                     for s in unavailable + skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation"
         + (f", {n_test} test texts" if test is not None else " texts and no test set") + "; budget "
         f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
@@ -211,7 +221,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         log(line)
     for line in split_lines(sizes, held_only=True):
         log(f"  {line}")
-    for u in unconverted:
+    for u in unavailable:
         log(f"  skip {model_display_name(u['model'])}: {u['reason']}")
 
     # 1. The baseline: always, first.

@@ -198,7 +198,7 @@ def strategy_fits(strategy: str, kind: str) -> str | None:
         return f"{strategy} needs a causal language model; this model is an {kind}"
     if get(strategy).encoder_only and kind != "encoder":
         return f"{strategy} is benchmarked on bidirectional encoders only; this model is a {kind} LM"
-    return None
+    return get(strategy).missing()
 
 
 def plan_bench(model_kinds: dict[str, str], strategies: Sequence[str], epochs: int = 1, regime: str = "auto",

@@ -66,10 +66,7 @@ def run(args) -> int:
     from headswap.atomic import output_lock
     from headswap.bench.auto import auto
 
-    if args.models is None:
-        from headswap.bench.auto import default_models
-        args.models = list(default_models())
-    check_arguments(args, "auto")
+    check_arguments(args, "auto")      # --model's names; the defaults are auto's to check (a missing one is skipped)
     for name in ("arm_cpus", "arm_gpus"):     # else silently ignored: without a cluster one arm runs at a time here
         if given(args, name) and not args.ray_address:
             from headswap.errors import ConfigError

@@ -80,7 +80,8 @@ def check_arguments(args, command: str) -> None:
                         names=CLI_NAMES)
     for path in files.values():      # every file read, so a wrong column or format is one line before the work
         load(path, args)
-    check_models("--model", args.models)
+    if args.models is not None:
+        check_models("--model", args.models)
 
 
 def run(args) -> int:

@@ -124,6 +124,11 @@ class Strategy:
     frozen_features: bool = False   # head-only trains on the frozen body's pooled features (auto's cheap rungs)
     pooled_features: bool = True    # its module has with_features (one (D,) vector per text): mahalanobis, knn
 
+    def missing(self) -> str | None:
+        """Why this strategy cannot run here (a package it needs is not installed, with the command that installs
+        it); None when it can. bench and auto skip it with this reason instead of failing its rung."""
+        return None
+
     def fits(self, kind: str) -> str | None:
         """None when the strategy runs on a model of `kind` ('encoder' | 'causal'); otherwise why not."""
         if self.needs_causal and kind != "causal":

@@ -175,6 +175,9 @@ class Static(Strategy):
     exportable = True     # token ids -> table rows -> pool -> head: one small graph
     chunkable = True      # a plain TextEncoder (no special tokens): windows are slices of table rows
 
+    def missing(self) -> str | None:
+        return _missing(distill=False)
+
     def fits(self, kind: str) -> str | None:
         if kind != "encoder":
             return f"strategy {self.name!r} distills a bidirectional encoder; this model is a {kind}"
