@@ -53,15 +53,17 @@ def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: f
     and test (each candidate rejects them; the test row reports it)."""
     from collections import Counter
 
-    from headswap.bench.plan import EVAL_FRACTION, held_out_source, load_bench_data, train_source
+    from headswap.bench.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
 
-    data = load_bench_data(data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction,
-                           text_column=text_column, label_column=label_column, needs_test=False, who="auto")
+    data = data_dir if isinstance(data_dir, BenchData) else load_bench_data(
+        data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction, text_column=text_column,
+        label_column=label_column, needs_test=False, who="auto")
     train, validation, sizes = data.train, data.validation, dict(data.sizes)
     if validation is None:
         from headswap.data.sampling import stratified_split
         train, validation = stratified_split(train, EVAL_FRACTION, seed)
-        file, held = sizes["train"]["file"], ["test"] if sizes["test"]["used"] and not sizes["test"]["file"] else []
+        file = sizes["train"]["file"] or sizes["train"]["source"]
+        held = ["test"] if sizes["test"]["used"] and not sizes["test"]["file"] else []
         sizes["validation"] = {"file": None, "rows": len(validation), "used": len(validation),
                                "classes": dict(sorted(Counter(validation.labels).items())),
                                "source": held_out_source(EVAL_FRACTION, f"the rest of {file}" if held else file, seed),
@@ -109,7 +111,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
          arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
-    data_dir: a folder with train.csv (validation.csv and test.csv optional) or one labelled CSV/TSV/JSONL file;
+    data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL file, or
+    splits in memory (headswap.bench.plan.memory_data: AutoClassifier's);
     text_column and label_column name the columns of every file. test_fraction (0-1): hold that share of train out
     as test, stratified and seeded (refused when there is a test.csv); without a test split nothing is scored on test.
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
@@ -160,8 +163,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     check_settings(settings)
     full = {**defaults(), **settings}
     names = parse_strategies(strategies)
-    from headswap.bench.plan import bench_files
-    bench_files(data_dir, test_fraction, who="auto")      # before the models: a wrong path or fraction at once
+    from headswap.bench.plan import BenchData, bench_files
+    in_memory = isinstance(data_dir, BenchData)           # AutoClassifier.fit's splits
+    if not in_memory:
+        bench_files(data_dir, test_fraction, who="auto")  # before the models: a wrong path or fraction at once
     defaulted = models is None
     models = default_models() if defaulted else models
     models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
@@ -203,7 +208,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "headswap_version": __version__, "machine": _machine(), "data": sizes,
             "command": list(command) if command is not None else None,
-            "args": {"data_dir": str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
+            "args": {"data_dir": "(in memory)" if in_memory else str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
                      "label_column": label_column, "models": models, "strategies": names, "out": str(out),
                      "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
                      "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address,

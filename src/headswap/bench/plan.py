@@ -156,6 +156,21 @@ def load_bench_data(data_dir, train_limit: int | None = None, test_limit: int | 
     return BenchData(train, validation, test, {k: sizes[k] for k in ("train", "validation", "test")})
 
 
+def memory_data(train: LabelledData, validation: LabelledData | None = None, test: LabelledData | None = None,
+                out_of_scope: str | None = None) -> BenchData:
+    """BenchData of splits held in memory (AutoClassifier.fit's), checked as files are: without validation, auto
+    holds a tenth of train out; without test, nothing is scored on test."""
+    check_training_data(train)
+    sizes = {"train": _split_info(None, train, train, "the texts given to fit"),
+             "validation": {"file": None, "source": "none given"},
+             "test": {"file": None, "rows": 0, "used": 0, "source": "none (fit was given no test texts)"}}
+    for split, data in (("validation", validation), ("test", test)):
+        if data is not None:
+            check_eval_labels(train.labels, data, out_of_scope)
+            sizes[split] = _split_info(None, data, data, f"the {split} texts given to fit")
+    return BenchData(train, validation, test, sizes)
+
+
 def parse_strategies(spec) -> list[str]:
     """'all', 'a,b', ['a', 'b'] or ['a,b'] -> strategy names (checked, duplicates dropped, order kept)."""
     if spec is None:

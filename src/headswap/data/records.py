@@ -132,7 +132,7 @@ def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str =
 
     ``labels`` may be None or empty for unlabelled data; integer labels become strings.
     """
-    texts, labels = as_list(texts, source), as_list(labels or [], source, "labels")
+    texts, labels = as_list(texts, source), as_list([] if labels is None else labels, source, "labels")
     if not texts:
         raise DataError(f"{source}: no texts")
     if labels and len(labels) != len(texts):

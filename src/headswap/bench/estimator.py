@@ -1,0 +1,126 @@
+"""`headswap auto` as a scikit-learn estimator: AutoClassifier.fit runs the same engine (headswap.bench.auto.auto)
+on texts in memory, then predicts with the model it shipped.
+
+    clf = AutoClassifier(budget="5m").fit(df)      # a DataFrame with text and label columns, or X and y
+    print(clf.leaderboard_)                          # every candidate: validation score, seconds, status, why
+    clf.predict(["where is my parcel?"]); clf.save("tickets-model")
+    headswap.load_model("tickets-model")           # the shipped model, as `headswap predict` reads it
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+
+class Leaderboard(list):
+    """Every candidate auto weighed, best validation score first, one dict per row with COLUMNS; prints as a table,
+    and to_pandas() gives a DataFrame."""
+
+    COLUMNS = ("model", "strategy", "regime", "validation_macro_f1", "seconds", "status", "why")
+
+    def __init__(self, candidates):
+        rows = [{"model": c.get("model_name", c.get("model")), "strategy": c.get("strategy"),
+                 "regime": c.get("regime") + (f" · {c['rung']}" if c.get("rung") not in (None, c.get("regime"))
+                                              else ""),
+                 "validation_macro_f1": c.get("validation_macro_f1"), "seconds": c.get("seconds"),
+                 "status": "winner" if c.get("winner") else c.get("status"),
+                 "why": c.get("stopped_because") or c.get("reason") or ""} for c in candidates]
+        super().__init__(sorted(rows, key=lambda r: -(r["validation_macro_f1"] or -1.0)))
+
+    def to_pandas(self):
+        import pandas as pd
+        return pd.DataFrame(list(self), columns=list(self.COLUMNS))
+
+    def __str__(self) -> str:
+        def cell(row, key):
+            value = row[key]
+            if key == "validation_macro_f1":
+                return "" if value is None else f"{value:.4f}"
+            if key == "seconds":
+                return "" if value is None else f"{value:.0f}"
+            return str(value or "")[:70]
+        widths = {k: max(len(k), *(len(cell(r, k)) for r in self)) if self else len(k) for k in self.COLUMNS}
+        lines = ["  ".join(k.ljust(widths[k]) for k in self.COLUMNS)]
+        lines += ["  ".join(cell(r, k).ljust(widths[k]) for k in self.COLUMNS).rstrip() for r in self]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class AutoClassifier(ClassifierMixin, BaseEstimator):
+    """Train what fits `budget` and keep the best on validation: `headswap auto` as an estimator (one engine).
+
+    budget: "15m", "1h30m", "90s" (a bare string number is minutes), or seconds as a number. models, strategies:
+    as `headswap auto --model/--strategies` (None: the installed defaults; "all"). out_of_scope: the label of
+    texts that fit no class. blend, lr_search, quantize, seed: as auto's flags. out: the folder for the run's
+    results, report and model (None: a new temporary folder, kept). progress: auto's log lines and bars.
+
+    After fit: model_ (the shipped classifier), classes_, leaderboard_ (Leaderboard), best_ (the winner's row),
+    results_ (results.json's content), report_ (the path of report.html).
+    """
+
+    def __init__(self, budget="15m", models=None, strategies="all", out_of_scope=None, blend=True, lr_search=True,
+                 quantize="none", seed=0, out=None, progress=True):
+        self.budget, self.models, self.strategies, self.out_of_scope = budget, models, strategies, out_of_scope
+        self.blend, self.lr_search, self.quantize, self.seed = blend, lr_search, quantize, seed
+        self.out, self.progress = out, progress
+
+    def fit(self, X, y=None, X_val=None, y_val=None):
+        """Train on texts X with labels y (or X a DataFrame / datasets.Dataset with text and label columns);
+        X_val, y_val: validation texts to choose on (without them a stratified tenth of X is held out)."""
+        from headswap.api import load_model
+        from headswap.bench.auto import auto
+        from headswap.bench.budget import parse_duration
+        from headswap.bench.plan import memory_data
+        from headswap.data.load import as_list, from_lists, labels_of_table
+
+        seconds = parse_duration(self.budget) if isinstance(self.budget, str) else float(self.budget)
+        train = from_lists(as_list(X, "training data"), labels_of_table(X, y), "training data")
+        validation = None if X_val is None else from_lists(as_list(X_val, "validation data"),
+                                                           labels_of_table(X_val, y_val), "validation data")
+        out = Path(self.out) if self.out is not None else Path(tempfile.mkdtemp(prefix="headswap-auto-"))
+        settings = {"seed": self.seed, **({"out_of_scope": self.out_of_scope} if self.out_of_scope else {})}
+        results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds, models=self.models,
+                       strategies=self.strategies, out=out, quantize=self.quantize, blend=self.blend,
+                       lr_search=self.lr_search, progress=self.progress,
+                       log=print if self.progress else (lambda line: None), **settings)
+        self.results_, self.out_, self.report_ = results, out, out / "report.html"
+        self.leaderboard_ = Leaderboard(results["auto"]["candidates"])
+        self.best_ = next(r for r in self.leaderboard_ if r["status"] == "winner")
+        self.model_ = load_model(out / "model", progress=False)
+        # Labels are strings inside (files have no types); integer labels given to fit come back as integers.
+        self._integers = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                             for v in as_list(labels_of_table(X, y), "training data", "labels"))
+        self.classes_ = self._typed(np.asarray(self.model_.classes_))
+        return self
+
+    def _typed(self, labels: np.ndarray) -> np.ndarray:
+        if not self._integers:
+            return labels
+        return np.array([int(v) if str(v).lstrip("-").isdigit() else v for v in labels],
+                        dtype=object if self.out_of_scope else np.int64)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(N, K) probabilities over classes_, from the shipped model."""
+        check_is_fitted(self, "model_")
+        return self.model_.predict_proba(X)
+
+    def predict(self, X) -> np.ndarray:
+        """The class of each text (out_of_scope where the model rejects it)."""
+        check_is_fitted(self, "model_")
+        return self._typed(np.asarray(self.model_.predict(X)))
+
+    def save(self, path) -> Path:
+        """The shipped model as a model folder that headswap.load_model and `headswap predict` read (files already in
+        PATH that headswap did not write are kept)."""
+        from headswap.model_dir import save_into
+
+        check_is_fitted(self, "model_")
+        return save_into(path, lambda folder: shutil.copytree(self.out_ / "model", folder, dirs_exist_ok=True))
