@@ -4,19 +4,17 @@ it, stratified and seeded), a folder with train.csv alone (no test score, and th
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 import torch
+from cli_run import invoke
 from test_bench import HAM, SPAM, _write_split
 from tiny_models import make_tiny_encoder
 
 from headswap.bench.auto import auto
 from headswap.bench.plan import load_bench_data
 from headswap.bench.run import run_bench
-from headswap.cli.parser import main
 from headswap.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -43,16 +41,6 @@ def _rows(n: int, offset: int = 0) -> list[tuple[str, str]]:
     """_write_split's texts and labels: a third spam."""
     return ([(f"{SPAM[i % len(SPAM)]} {offset + i}", "spam") for i in range(n // 3)]
             + [(f"{HAM[i % len(HAM)]} {offset + i}", "ham") for i in range(n - n // 3)])
-
-
-def invoke(argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    with redirect_stderr(err), redirect_stdout(io.StringIO()):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, err.getvalue()
 
 
 def test_auto_on_one_csv_file_scores_no_test_and_says_so(world):
@@ -99,7 +87,7 @@ def test_auto_with_a_test_fraction_scores_a_seeded_held_out_test_set(world):
 def test_auto_on_a_folder_with_only_train_csv_runs_without_a_test_score(world):
     root, enc = world
     out = root / "only-train-out"
-    rc, err = invoke(["auto", "--data", str(root / "only-train"), "--budget", "60s", "--model", enc,
+    rc, _, err = invoke(["auto", "--data", str(root / "only-train"), "--budget", "60s", "--model", enc,
                       "--strategies", "encoder-mlp", "--no-lr-search", "--no-more-epochs", "--out", str(out), "-q"])
     assert rc == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -124,7 +112,7 @@ def test_other_column_names_apply_to_every_split_file(world, tmp_path):
     root, enc = world
     jsonl = tmp_path / "tickets.jsonl"
     jsonl.write_text("".join(json.dumps({"body": t, "category": c}) + "\n" for t, c in _rows(80)))
-    rc, err = invoke(["auto", "--data", str(jsonl), "--text-column", "body", "--label-column", "category",
+    rc, _, err = invoke(["auto", "--data", str(jsonl), "--text-column", "body", "--label-column", "category",
                       "--test-fraction", "0.25", "--budget", "60s", "--model", enc, "--strategies", "encoder-mlp",
                       "--no-lr-search", "--no-more-epochs", "--out", str(tmp_path / "auto"), "-q"])
     assert rc == 0, err
@@ -153,7 +141,7 @@ def test_what_cannot_work_is_refused_in_one_line(world, command, data, extra, sa
     root, enc = world
     out = root / f"refused-{command}"
     budget = ["--budget", "60s"] if command == "auto" else []
-    rc, err = invoke([command, "--data", str(root / data), *budget, "--model", enc, "--strategies", "encoder-mlp",
+    rc, _, err = invoke([command, "--data", str(root / data), *budget, "--model", enc, "--strategies", "encoder-mlp",
                       "--out", str(out), "-q", *extra])
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
@@ -166,7 +154,7 @@ def test_bench_needs_a_test_split_and_python_calls_are_refused_alike(world):
     for data, says in ((root / "tickets.csv", "is one file, and headswap bench scores every row on a test set: "
                                               "add --test-fraction"),
                        (root / "only-train", "test.csv is missing: headswap bench scores every row on a test set")):
-        rc, err = invoke(["bench", "--data", str(data), "--model", enc, "--out", str(root / "no-test"), "-q"])
+        rc, _, err = invoke(["bench", "--data", str(data), "--model", enc, "--out", str(root / "no-test"), "-q"])
         assert rc == 2 and len(err.strip().splitlines()) == 1 and says in err, err
     with pytest.raises(DataError, match="is one file, and run_bench scores every row on a test set: add test_fraction"):
         run_bench(root / "tickets.csv", models=[enc], out=root / "no-test")
