@@ -134,7 +134,7 @@ def test_other_column_names_apply_to_every_split_file(world, tmp_path):
     ("tickets.csv", ["--test-fraction", "0"], "argument --test-fraction: expected a share between 0 and 1"),
     ("tickets.csv", ["--test-fraction", "1.5"], "argument --test-fraction: expected a share between 0 and 1"),
     ("full", ["--test-fraction", "0.2"], "--test-fraction 0.2 holds a test split out of the training texts, but "),
-    ("nope.csv", [], "--data {root}/nope.csv does not exist: give a labelled CSV, TSV or JSONL file"),
+    ("nope.csv", [], "--data {root}/nope.csv does not exist: give a labelled CSV, TSV, JSONL or Parquet file"),
     ("tickets.csv", ["--test-fraction", "0.2", "--text-column", "body"], "tickets.csv: no column 'body'"),
 ])
 def test_what_cannot_work_is_refused_in_one_line(world, command, data, extra, says):
@@ -163,3 +163,26 @@ def test_bench_needs_a_test_split_and_python_calls_are_refused_alike(world):
     with pytest.raises(ConfigError, match="is a test split already: leave out test_fraction"):
         auto(root / "full", 60, models=[enc], out=root / "no-test", test_fraction=0.2)
     assert not (root / "no-test").exists()
+
+
+def test_a_parquet_file_is_data_as_a_csv_is(world, tmp_path):
+    """--data takes a Parquet file (pyarrow) wherever it takes a CSV: the same texts, labels and row numbers, and the
+    same one-line error for a missing column."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from headswap.data.load import load_dataset, load_texts
+    from headswap.data.stream import iter_texts
+
+    rows = _rows(30)
+    frame = pd.DataFrame({"text": [t for t, _ in rows], "label": [y for _, y in rows]})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_parquet(tmp_path / "d.parquet")
+    frame.rename(columns={"text": "body"}).to_parquet(tmp_path / "other.parquet")
+    csv, parquet = load_dataset(tmp_path / "d.csv"), load_dataset(tmp_path / "d.parquet")
+    assert parquet.texts == csv.texts and parquet.labels == csv.labels and parquet.where(2) == f"{tmp_path / 'd.parquet'}, row 3"
+    assert load_texts(tmp_path / "d.parquet").labels == [] and [t for _, t in iter_texts(tmp_path / "d.parquet")] == csv.texts
+    with pytest.raises(DataError, match=r"other.parquet: no column 'text'; the columns are: 'body', 'label'"):
+        load_dataset(tmp_path / "other.parquet")
+    rc, _, err = invoke(["auto", "--data", str(tmp_path / "other.parquet"), "--budget", "30s", "--model", world[1],
+                         "--out", str(tmp_path / "out"), "-q"])
+    assert rc == 2 and "no column 'text'" in err.strip() and len(err.strip().splitlines()) == 1, err

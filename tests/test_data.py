@@ -140,7 +140,8 @@ def test_txt_without_format_asks_for_it(tmp_path):
 def test_unknown_suffix_and_unknown_format(tmp_path):
     path = write(tmp_path / "d.xlsx", "x")
     assert "d.xlsx" in error(load_dataset, path)
-    assert "parquet" in error(load_dataset, tmp_path / "d.csv", format="parquet")
+    msg = error(load_dataset, tmp_path / "d.csv", format="xlsx")
+    assert "unknown format 'xlsx'" in msg and "'parquet'" in msg      # the formats it does read
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
          arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
-    data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL file, or
+    data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL/Parquet file, or
     splits in memory (headswap.bench.plan.memory_data: AutoClassifier's);
     text_column and label_column name the columns of every file. test_fraction (0-1): hold that share of train out
     as test, stratified and seeded (refused when there is a test.csv); without a test split nothing is scored on test.

@@ -71,7 +71,7 @@ def bench_files(data, test_fraction: float | None = None, *, needs_test: bool = 
     check_test_fraction(test_fraction, names)
     path = Path(data).expanduser()
     if not path.exists():
-        raise DataError(f"{names['data']} {data} does not exist: give a labelled CSV, TSV or JSONL file, or a folder "
+        raise DataError(f"{names['data']} {data} does not exist: give a labelled CSV, TSV, JSONL or Parquet file, or a folder "
                         "with train.csv (optionally validation.csv and test.csv)")
     try:
         files = split_sources(path, required=("train",), who=who)

@@ -86,7 +86,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
               label_column: str = "label", **settings) -> dict:
     """Benchmark strategies x models on DIR's split against TF-IDF + LinearSVC; write OUT; return the results.
 
-    data_dir: a folder with train.csv and test.csv (validation.csv optional), or one labelled CSV/TSV/JSONL file
+    data_dir: a folder with train.csv and test.csv (validation.csv optional), or one labelled CSV/TSV/JSONL/Parquet file
     with test_fraction; text_column and label_column name the columns of every file. test_fraction (0-1): hold that
     share of train out as test, stratified and seeded (for data without a test.csv, which bench needs otherwise).
     estimate: time a training batch and an inference batch before each row and print the extrapolated time.

@@ -27,7 +27,7 @@ TFIDF = "tfidf"      # as headswap.label_audit.TFIDF (not imported here: the par
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, metavar="DIR", help="folder with train.csv (the file audited), or a "
-                   "CSV/TSV/JSONL file of texts and labels")
+                   "CSV/TSV/JSONL/Parquet file of texts and labels")
     add_columns(p)
     p.add_argument("--strategy", choices=[TFIDF, *settings.STRATEGIES], default=TFIDF, metavar="STRATEGY",
                    help=f"the classifier trained on each fold: {TFIDF} (TF-IDF + logistic regression, fast) or a "

@@ -33,7 +33,7 @@ def add_data_arguments(p: argparse.ArgumentParser, validation: str) -> None:
     """bench's and auto's --data, --test-fraction, --text-column and --label-column; `validation`: what the command
     does without a validation.csv."""
     p.add_argument("--data", required=True, metavar="PATH",
-                   help="a labelled CSV/TSV/JSONL file, or a folder with train.csv and, optionally, validation.csv "
+                   help="a labelled CSV/TSV/JSONL/Parquet file, or a folder with train.csv and, optionally, validation.csv "
                    f"and test.csv; {validation}")
     p.add_argument("--test-fraction", type=fraction, metavar="F",
                    help="hold a stratified, seeded share F (0 < F < 1, e.g. 0.2) of the training texts out as the test "

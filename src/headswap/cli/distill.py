@@ -39,7 +39,7 @@ def unit_interval(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", required=True, help="the teacher: a directory written by `headswap train` or "
                    "`headswap export` (single-label)")
-    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL with texts and labels) or a directory "
+    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL/Parquet with texts and labels) or a directory "
                    "with train.csv (+ validation.csv: the student's and the teacher's macro F1 on it are reported)")
     p.add_argument("--unlabeled", metavar="FILE", help="more texts for the teacher to label: a .txt file with one "
                    "text per line, or a CSV/TSV/JSONL file with the --text-column (as `headswap predict --data`)")

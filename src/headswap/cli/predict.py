@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", required=True)
     add_runtime(p)
     p.add_argument("texts", nargs="*", help="texts to classify (default: --data, else one text per stdin line)")
-    p.add_argument("--data", help="a CSV/TSV/JSONL file with a text column; read as a stream")
+    p.add_argument("--data", help="a CSV/TSV/JSONL/Parquet file with a text column; read as a stream")
     add_columns(p, label=False)
     p.add_argument("--out", help="write JSON lines here instead of stdout")
     p.add_argument("--resume", action="store_true", help="keep the rows already in --out and continue after them")

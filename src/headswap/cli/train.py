@@ -16,7 +16,7 @@ HELP = "train a classifier on a labelled file and save it"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL) or a directory with train.csv "
+    p.add_argument("--data", required=True, help="training file (CSV/TSV/JSONL/Parquet) or a directory with train.csv "
                    "(+ validation.csv to pick the best epoch, + test.csv for the final evaluation)")
     p.add_argument("--eval-data", help="validation file (default: DIR/validation.csv, else 10%% of training data)")
     p.add_argument("--test-data", help="test file evaluated after training (default: DIR/test.csv)")

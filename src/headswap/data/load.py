@@ -17,7 +17,7 @@ import os
 from headswap.data.checks import check_eval_labels, check_training_data, warn_lookalike_labels, warn_weak_labels
 from headswap.data.label_files import load_class_weights, load_descriptions
 from headswap.data.once import warn_once
-from headswap.data.readers import _DELIMITERS, _load_jsonl, _load_table, _read_text, _resolve_format
+from headswap.data.readers import _DELIMITERS, _load_jsonl, _load_parquet, _load_table, _read_text, _resolve_format
 from headswap.data.records import LabelledData, as_list, from_lists, labels_of_table
 from headswap.errors import DataError
 
@@ -42,6 +42,10 @@ def _load(path, text_column: str, label_column: str | None, format: str | None, 
         raise DataError(f"text_column and label_column are both {text_column!r}")
     source = os.fspath(path)
     fmt = _resolve_format(source, format)  # before reading, so a .txt file fails fast with the useful message
+    if fmt == "parquet":
+        data = _load_parquet(source, text_column, label_column, require_labels)
+        logger.info("%s: loaded %d records", source, len(data))
+        return data
     source, text = _read_text(path)
     if fmt == "jsonl":
         data = _load_jsonl(source, text, text_column, label_column, require_labels)
@@ -58,7 +62,7 @@ def load_dataset(
     format: str | None = None,
     require_labels: bool = True,
 ) -> LabelledData:
-    """Load a labelled CSV, TSV or JSONL file.
+    """Load a labelled CSV, TSV, JSONL or Parquet file.
 
     ``format`` is ``"csv"``, ``"tsv"``, ``"jsonl"`` or None (guess from the suffix: .csv, .tsv/.tab,
     .jsonl/.ndjson). With ``require_labels=False`` the label column may be absent, and ``labels`` is then ``[]``;

@@ -15,7 +15,8 @@ from headswap.errors import DataError
 
 logger = logging.getLogger("headswap.data.load")   # the name tests and users filter on
 
-_SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                   ".parquet": "parquet"}
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _UTF8_BOM = b"\xef\xbb\xbf"
 # Byte-order marks of the encodings a Windows "Unicode" save gives; UTF-32's before UTF-16's, which begin them.
@@ -74,8 +75,8 @@ def _read_text(path: str | os.PathLike) -> tuple[str, str]:
 def _resolve_format(source: str, format: str | None) -> str:
     if format is not None:
         fmt = format.lower()
-        if fmt not in ("csv", "tsv", "jsonl"):
-            raise DataError(f"{source}: unknown format {format!r}; use 'csv', 'tsv' or 'jsonl'")
+        if fmt not in ("csv", "tsv", "jsonl", "parquet"):
+            raise DataError(f"{source}: unknown format {format!r}; use 'csv', 'tsv', 'jsonl' or 'parquet'")
         return fmt
     suffix = Path(source).suffix.lower()
     if suffix in _SUFFIX_FORMATS:
@@ -85,7 +86,7 @@ def _resolve_format(source: str, format: str | None) -> str:
                         "Python: pass format='csv', 'tsv' or 'jsonl')")
     raise DataError(
         f"{source}: cannot tell the format from the suffix {suffix or '(none)'!r}; "
-        "use .csv, .tsv/.tab or .jsonl/.ndjson (from Python: pass format='csv', 'tsv' or 'jsonl')"
+        "use .csv, .tsv/.tab, .jsonl/.ndjson or .parquet (from Python: pass format='csv', 'tsv', 'jsonl' or 'parquet')"
     )
 
 
@@ -180,6 +181,49 @@ def _load_table(
             labels.append(_check_label(fields[li], where, label_column))
         rows.append(line)
     return LabelledData(texts, labels, source, rows)
+
+
+def _parquet_file(source: str):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{source}: reading Parquet needs pyarrow: pip install pyarrow") from None
+    if not os.path.isfile(source):
+        raise DataError(f"{source}: no such file")
+    try:
+        return pq.ParquetFile(source)
+    except OSError as e:
+        raise DataError(f"{source}: not a readable Parquet file ({e})") from None
+
+
+def parquet_batches(source: str, columns: list[str]):
+    """The record batches of a Parquet file's `columns` (pyarrow), or one line naming what is missing."""
+    file = _parquet_file(source)
+    names = file.schema_arrow.names
+    for name in columns:
+        if name not in names:
+            raise _missing_column(source, name, names)
+    return file.iter_batches(columns=columns)
+
+
+def _load_parquet(source: str, text_column: str, label_column: str | None, require_labels: bool) -> LabelledData:
+    """A Parquet file's texts and labels, checked as a CSV's are (rows numbered from 1)."""
+    names = _parquet_file(source).schema_arrow.names
+    labelled = label_column is not None and (require_labels or label_column in names)
+    columns = [text_column] + ([label_column] if labelled else [])
+    texts, labels, n = [], [], 0
+    for batch in parquet_batches(source, columns):
+        values = batch.to_pydict()
+        for i, text in enumerate(values[text_column]):
+            where = f"{source}, row {n + i + 1}"
+            texts.append(_check_text(text, where, text_column))
+            if labelled:
+                value = values[label_column][i]
+                labels.append(tuple(value) if isinstance(value, list) else _check_label(value, where, label_column))
+        n += batch.num_rows
+    if not texts:
+        raise DataError(f"{source}: file is empty")
+    return LabelledData(texts, labels, source, list(range(1, n + 1)), row_unit="row")
 
 
 def _load_jsonl(source: str, text: str, text_column: str, label_column: str | None, require_labels: bool) -> LabelledData:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
 from headswap.data.jsonline import parse
-from headswap.data.readers import _missing_column, _resolve_format, csv_error_hint, wide_encoding_error
+from headswap.data.readers import (_missing_column, _resolve_format, csv_error_hint, parquet_batches,
+                                   wide_encoding_error)
 from headswap.data.records import _check_text
 from headswap.errors import DataError
 
@@ -48,11 +49,18 @@ def _decode(lines: Iterable[bytes], name: str, is_file: bool = True) -> Iterator
 
 
 def iter_texts(path, text_column: str = "text", format: str | None = None) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) lazily from a CSV, TSV or JSONL file, checking each text as it comes."""
+    """Yield (line number, text) lazily from a CSV, TSV, JSONL or Parquet file, checking each text as it comes."""
     source = os.fspath(path)
     if not Path(source).is_file():
         raise DataError(f"{source}: file not found")
     fmt = _resolve_format(source, format)
+    if fmt == "parquet":
+        number = 0
+        for batch in parquet_batches(source, [text_column]):
+            for text in batch.column(0).to_pylist():
+                number += 1
+                yield number, _check_text(text, f"{source}, row {number}", text_column)
+        return
     if fmt == "jsonl":
         for number, line in enumerate(_decoded_lines(source), start=1):
             if not line.strip():
