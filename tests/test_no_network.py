@@ -231,3 +231,24 @@ def test_auto_on_a_ray_head_on_this_machine_stays_on_this_machine(world, ray_hea
     arms = [c for c in json.loads((out / "results.json").read_text())["auto"]["candidates"] if c.get("halving")]
     assert arms and all(c["status"] == "ran" for c in arms), arms
     assert all(len(s.get("node") or "") == 56 for c in arms for s in c["slices"]), arms   # on a Ray node
+
+
+@needs_strace
+def test_predict_on_a_local_ray_cluster_stays_on_this_machine(world):
+    """`headswap predict --engine ray` starts a local Ray cluster: its node address is 127.0.0.1 (no lookup towards
+    8.8.8.8), and its dashboard's cloud-metadata requests (169.254.169.254, metadata.google.internal) meet a closed
+    port on this machine instead of leaving it (headswap.batch._http_kept_local)."""
+    pytest.importorskip("ray")
+    from headswap.tfidf import TfidfClassifier
+
+    root = world["root"]
+    texts = ["win cash now", "free call now", "see you at noon", "ok home", "urgent prize", "running late"] * 3
+    model = TfidfClassifier().fit(texts, ["spam", "spam", "ham", "ham", "spam", "ham"] * 3).save(root / "tfidf")
+    env = {**world["env"], "RAY_USAGE_STATS_ENABLED": "0"}
+    r = subprocess.run(_command(world, "predict", ["-q", "--engine", "ray", "--model-dir", str(model), "--data",
+                                                   str(world["data"]), "--out", str(root / "ray-preds.csv"),
+                                                   "--concurrency", "1"]),
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len((root / "ray-preds.csv").read_text().splitlines()) == len(texts) + 1
+    assert outside_traffic((root / "predict.strace").read_text()) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from headswap.errors import DataError, HeadswapError
@@ -271,9 +272,35 @@ def ensure_ray(num_cpus: int | None, quiet: bool = True) -> bool:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], logging_level=level, log_to_driver=not quiet)
         return True
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-             logging_level=level, log_to_driver=not quiet)
+    with _http_kept_local():
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                 logging_level=level, log_to_driver=not quiet)
     return True
+
+
+# A closed port on this machine (9: discard), as the HTTP proxy of the local cluster's processes.
+LOCAL_DEAD_END = "http://127.0.0.1:9"
+LOOPBACK = "127.0.0.1,localhost,::1"
+
+
+@contextmanager
+def _http_kept_local():
+    """For the processes a local cluster starts: their HTTP goes to a closed port on this machine, loopback
+    excepted. Ray 2.60's dashboard asks the cloud metadata services whatever the settings
+    (usage_lib.get_cloud_from_metadata_requests: 169.254.169.254, metadata.google.internal, with requests, which
+    honours these variables), even with usage stats and the dashboard off; each request then fails at once, here.
+    Restored in this process once the cluster has started."""
+    names = {"http_proxy": LOCAL_DEAD_END, "HTTP_PROXY": LOCAL_DEAD_END, "no_proxy": LOOPBACK, "NO_PROXY": LOOPBACK}
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = "auto", batch_size: int = 256,
