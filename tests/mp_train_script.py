@@ -109,6 +109,7 @@ def main(argv=None) -> int:
              "num_processes": world}, default=float))
         log(f"rank {rank} saved {out / 'model.safetensors'} (test accuracy {m.accuracy:.4f})")
     accelerator.wait_for_everyone()
+    accelerator.end_training()      # the process group torn down before exit: without it a rank could abort there
     return 0
 
 

@@ -28,19 +28,19 @@ def test_building_the_parser_imports_no_torch():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["train", "--data", "nope.csv", "--out", "x"], "nope.csv: no such file"),
-    (["train", "--data", "{csv}", "--out", "x", "--strategy", "bogus"], "invalid choice: 'bogus'"),
-    (["train", "--data", "{csv}", "--out", "x", "--model", "bert-base-uncased"], "offline"),
-    (["train", "--data", "{csv}", "--out", "x", "--epochs", "-1"], "--epochs: expected a number >= 0"),
-    (["train", "--data", "{bad}", "--out", "x"], "label"),
+    (["train", "--data", "nope.csv", "--out", "{tmp}/x"], "nope.csv: no such file"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--strategy", "bogus"], "invalid choice: 'bogus'"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--model", "bert-base-uncased"], "offline"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--epochs", "-1"], "--epochs: expected a number >= 0"),
+    (["train", "--data", "{bad}", "--out", "{tmp}/x"], "label"),
     (["eval", "--model-dir", "{tmp}", "--data", "{csv}"], "not a saved headswap model"),
     (["predict", "--model-dir", "{tmp}", "hello"], "not a saved headswap model"),
     (["eval", "--model-dir", "{tmp}", "--data", "{only_val}"], "has no test.csv"),
     (["eval", "--model-dir", "{tmp}", "--data", "{only_train}"], "has no test.csv"),
-    (["train", "--data", "{csv}", "--out", "x", "--model", "{broken_config}"], "cannot be read as JSON"),
-    (["train", "--data", "{csv}", "--out", "x", "--model", "{no_weights}"], "no weights"),
-    (["train", "--data", "{csv}", "--out", "x", "--checkpoint-every", "-2"], "--checkpoint-every: expected"),
-    (["train", "--data", "{csv}", "--out", "x", "--group-by-length", "yes"], "unrecognized arguments: yes"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--model", "{broken_config}"], "cannot be read as JSON"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--model", "{no_weights}"], "no weights"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--checkpoint-every", "-2"], "--checkpoint-every: expected"),
+    (["train", "--data", "{csv}", "--out", "{tmp}/x", "--group-by-length", "yes"], "unrecognized arguments: yes"),
 ])
 def test_cli_errors_are_one_clear_line(tmp_path, args, message):
     csv = tmp_path / "d.csv"

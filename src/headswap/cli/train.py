@@ -100,6 +100,7 @@ def _run(args) -> int:
     from accelerate.state import PartialState
     if not PartialState().is_main_process:
         PartialState().wait_for_everyone()
+        PartialState().destroy_process_group()     # torn down before exit, where a rank could abort (SIGABRT)
         return 0
     print(f"trained in {time.perf_counter() - t0:.1f} s; trainable parameters {clf.trainable_params_:,}",
           file=sys.stderr)
@@ -120,6 +121,7 @@ def _run(args) -> int:
                       f"{describe_scores(block)}")
     print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
     PartialState().wait_for_everyone()
+    PartialState().destroy_process_group()
     return 0
 
 
