@@ -197,7 +197,7 @@ def test_a_read_only_folder_is_said_so_and_a_held_lock_is_still_another_process(
     def refuse(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
     with monkeypatch.context() as m:
-        m.setattr(headswap.atomic.tempfile, "mkstemp", refuse)
+        m.setattr(headswap.atomic.tempfile, "mkdtemp", refuse)    # check_writable's probe
         with pytest.raises(HeadswapError) as e:
             with output_lock(tmp_path / "ro" / "out"):
                 pass

@@ -18,6 +18,11 @@ from headswap.data.multilabel import warn_if_label_sets
 from headswap.errors import ConfigError, HeadswapError
 
 
+
+def integer_labels(y) -> bool:
+    """Whether labels y are all integers (not bools): their classes_ stay integers, as scikit-learn's do."""
+    return bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
+
 class SingleLabel:
     """Each text has exactly one class: softmax over the K logits, argmax decides."""
 
@@ -39,7 +44,7 @@ class SingleLabel:
         warn_lookalike_labels(data.labels, "training data")
         warn_if_label_sets(sorted(set(data.labels)), "training data")
         warn_weak_labels(data)
-        numeric = bool(y) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in y)
+        numeric = integer_labels(y)
         names = sorted(set(data.labels), key=int if numeric else None)
         return names, np.array([int(s) for s in names]) if numeric else np.array(names, dtype=object)
 

@@ -80,9 +80,11 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         from headswap.bench.budget import parse_duration
         from headswap.bench.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
+        from headswap.targets import integer_labels
 
         seconds = parse_duration(self.budget) if isinstance(self.budget, str) else float(self.budget)
-        train = from_lists(as_list(X, "training data"), labels_of_table(X, y), "training data")
+        y = labels_of_table(X, y)
+        train = from_lists(as_list(X, "training data"), y, "training data")
         validation = None if X_val is None else from_lists(as_list(X_val, "validation data"),
                                                            labels_of_table(X_val, y_val), "validation data")
         out = Path(self.out) if self.out is not None else Path(tempfile.mkdtemp(prefix="headswap-auto-"))
@@ -96,8 +98,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         self.best_ = next(r for r in self.leaderboard_ if r["status"] == "winner")
         self.model_ = load_model(out / "model", progress=False)
         # Labels are strings inside (files have no types); integer labels given to fit come back as integers.
-        self._integers = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                             for v in as_list(labels_of_table(X, y), "training data", "labels"))
+        self._integers = integer_labels(as_list(y, "training data", "labels"))
         self.classes_ = self._typed(np.asarray(self.model_.classes_))
         return self
 

@@ -196,28 +196,28 @@ def _parquet_file(source: str):
         raise DataError(f"{source}: not a readable Parquet file ({e})") from None
 
 
-def parquet_batches(source: str, columns: list[str]):
-    """The record batches of a Parquet file's `columns` (pyarrow), or one line naming what is missing."""
+def parquet_batches(source: str, columns: list[str], optional: list[str] = ()):
+    """The record batches of a Parquet file's `columns`, and of those of `optional` it has (pyarrow), or one line
+    naming a column that is missing."""
     file = _parquet_file(source)
     names = file.schema_arrow.names
     for name in columns:
         if name not in names:
             raise _missing_column(source, name, names)
-    return file.iter_batches(columns=columns)
+    return file.iter_batches(columns=[*columns, *(name for name in optional if name in names)])
 
 
 def _load_parquet(source: str, text_column: str, label_column: str | None, require_labels: bool) -> LabelledData:
     """A Parquet file's texts and labels, checked as a CSV's are (rows numbered from 1)."""
-    names = _parquet_file(source).schema_arrow.names
-    labelled = label_column is not None and (require_labels or label_column in names)
-    columns = [text_column] + ([label_column] if labelled else [])
+    labels_given = [label_column] if label_column is not None else []
     texts, labels, n = [], [], 0
-    for batch in parquet_batches(source, columns):
+    for batch in parquet_batches(source, [text_column] + (labels_given if require_labels else []),
+                                 [] if require_labels else labels_given):
         values = batch.to_pydict()
         for i, text in enumerate(values[text_column]):
             where = f"{source}, row {n + i + 1}"
             texts.append(_check_text(text, where, text_column))
-            if labelled:
+            if label_column in values:
                 value = values[label_column][i]
                 labels.append(tuple(value) if isinstance(value, list) else _check_label(value, where, label_column))
         n += batch.num_rows

@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from headswap.atomic import check_writable  # noqa: F401 (models' name for it)
 from headswap.errors import HeadswapError
 
 # Bump when the conversion itself changes, so caches written by an older headswap are not reused.
@@ -32,13 +33,6 @@ def cache_root() -> Path:
     """Where converted models are cached: ``$HEADSWAP_CACHE`` if set, else ``~/.cache/headswap``."""
     env = os.environ.get("HEADSWAP_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "headswap"
-
-
-def check_writable(folder: Path) -> None:
-    """Raise the OSError that writing into `folder` would raise (made if missing; a temporary folder created
-    and removed), before a long build: an unwritable HEADSWAP_CACHE was found only after a 26 s conversion."""
-    folder.mkdir(parents=True, exist_ok=True)
-    os.rmdir(tempfile.mkdtemp(prefix=".tmp-writable-", dir=folder))
 
 
 @contextmanager
