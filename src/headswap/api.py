@@ -336,6 +336,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             return out
         return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
 
+    def suggest(self, X, n: int, exclude=None, strategy: str = "margin-kmeans", seed: int = 0):
+        """The n texts of X worth labelling next (headswap.suggest): uncertain ones, spread over the model's
+        pooled features; never one of `exclude` (texts already labelled), never a text twice. One forward pass."""
+        from headswap.suggest import suggest
+        self._check_fitted()
+        return suggest(self, X, n, exclude, strategy, seed)
+
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""
         if not self.multi_label:

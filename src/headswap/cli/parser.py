@@ -18,7 +18,8 @@ from contextlib import contextmanager
 
 from headswap.errors import HeadswapError
 
-COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "serve", "models")
+COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "suggest", "serve",
+            "models")
 
 
 class OneLineParser(argparse.ArgumentParser):
