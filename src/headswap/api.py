@@ -26,6 +26,7 @@ from headswap.data.load import LabelledData, as_list, from_lists, labels_of_tabl
 from headswap.data.sampling import stratified_split
 from headswap.errors import ConfigError, HeadswapError
 from headswap.fitted import Fitted, expose
+from headswap.init_from import Parent
 from headswap.inference import body_key, per_text, window_owners
 from headswap.metrics import Metrics
 from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
@@ -105,13 +106,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
-            labels=None):
+            labels=None, init_from=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch.
+
+        init_from: a saved model's directory or a fitted TextClassifier to train on from (headswap.init_from).
 
         Or, single-label only, on soft_labels: an (N, K) matrix of probabilities over the class names `labels`
         (a teacher's predict_proba; headswap.distill), with the cross-entropy to them as the loss. The classes
         are then `labels`, in that order; validation data still has real labels, and without it the eval_fraction
         split is scored against each row's most probable class."""
+        parent = None if init_from is None else Parent.adopted_by(self, init_from, soft_labels)
         params, target = self.resolved_params(), self.target_
         if isinstance(X, LabelledData):
             X, y = X.texts, (X.labels if soft_labels is None else y)
@@ -130,6 +134,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             labels, classes = soft[1], np.array(soft[1], dtype=object)
         else:
             labels, classes = target.classes(train, y)
+        labels, classes = (labels, classes) if parent is None else parent.grow(labels, classes)
         if len(labels) < 2:
             raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
         descriptions = load_descriptions(descriptions if descriptions is not None else self.descriptions, labels)
@@ -147,7 +152,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                               class_weight=target.class_weight(self.class_weight, labels, train.labels),
                               temperature_step=Temperature(target=target),
                               thresholds_step=Thresholds([0.5] * len(labels) if target.multi_label else None, target),
-                              reject_step=Reject(oos_column(labels, self.out_of_scope)))
+                              reject_step=Reject(oos_column(labels, self.out_of_scope)),
+                              parent=parent.record(labels) if parent is not None else None)
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
@@ -158,6 +164,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         oos.check_reject_data(self, val, val_oos)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
+        self.parent_start_ = parent     # build.build loads its weights into the module built for these labels
         self._build(texts=train.texts)
         self.build_seconds_ = time.perf_counter() - t0
         y_val = target.encode(val.labels, labels) if val is not None else None

@@ -43,6 +43,8 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
         strategy.freeze(module, params["regime"])
     if weights is not None:
         model_dir.load_weights(module, weights)
+    elif texts is not None and vars(clf).get("parent_start_") is not None:    # fit's init_from
+        vars(clf).pop("parent_start_").load_into(module)
     elif texts is not None and getattr(clf, "start_heads_", None):     # this fit's alone: not kept for the next
         clf.started_from_ = start_head(module, vars(clf).pop("start_heads_"))
     if texts is not None:

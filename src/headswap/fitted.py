@@ -37,6 +37,7 @@ class Fitted:
     notes: list[str] = field(default_factory=list)   # things a user should know about this run (truncation)
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
     distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
+    parent: dict | None = None            # the model it trained on from (headswap.init_from); saved when set
 
     SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
     STEPS = ("temperature_step", "thresholds_step", "reject_step")
@@ -51,6 +52,8 @@ class Fitted:
         out.update({k: getattr(self, k) for k in self.SAVED})
         if self.distillation is not None:    # only a distilled student's config has the key
             out["distillation"] = self.distillation
+        if self.parent is not None:
+            out["parent"] = self.parent
         return out
 
     def save(self, path: Path) -> None:
@@ -77,7 +80,8 @@ class Fitted:
                    reject_step=Reject.load(path, config, oos_column(labels, config["params"].get("out_of_scope"))),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
-                   chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"))
+                   chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"),
+                   parent=config.get("parent"))
 
 
 # The steps' state under the attribute names it had before there were steps: (step, its field).

@@ -14,6 +14,10 @@ def write_model_card(path: Path, config: dict, summary: dict) -> None:
         f"- classes ({len(config['labels'])}): " + ", ".join(f"`{c}`" for c in config["labels"]),
         f"- trainable parameters: {summary['trainable_params']:,} of {summary['total_params']:,}",
         f"- epochs: {params['epochs']}; training time: {config.get('train_seconds') or 0:.1f} s",
+        *([f"- trained on from `{config['parent'].get('path') or 'a fitted classifier'}` (fingerprint "
+           f"`{config['parent'].get('fingerprint')}`), adding classes: "
+           + (", ".join(f"`{c}`" for c in config["parent"].get("new_labels") or []) or "none")]
+          if isinstance(config.get("parent"), dict) else []),
         *([f"- base model license: {config['base_model']['notice']} (see NOTICE)"]
           if (config.get("base_model") or {}).get("notice") else []),
         "",

@@ -204,6 +204,7 @@ def check_config(path: Path, config: dict) -> None:
                               ("evaluation", lambda v: isinstance(v, dict), "an object or null"),
                               ("body_tuning", lambda v: isinstance(v, dict), "an object or null"),
                               ("export", lambda v: isinstance(v, dict), "an object or null"),
+                              ("parent", lambda v: isinstance(v, dict), "an object or null"),
                               ("oos_score", _oos_score_ok, 'an object {"score": one of softmax, energy, '
                                'mahalanobis, knn, "threshold": a number or null, "statistics": a file name or null}'
                                ' or null')):

@@ -27,8 +27,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "OUT/checkpoints (one per epoch, removed once the model is saved)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from OUT/checkpoints "
                    "(same data and options); without a complete checkpoint, training starts from scratch")
+    p.add_argument("--init-from", metavar="MODEL_DIR", help="train on from this saved model: its settings are the "
+                   "defaults, its weights the start, its classes kept (new classes in --data are added)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p)
+    _note_given(p)
+
+
+def _note_given(parser: argparse.ArgumentParser) -> None:
+    """Each settings flag notes that it was on the command line (options.given reads it): with --init-from, a
+    setting left out takes the parent's value, and one given must agree with the parent's body."""
+    from headswap.settings import all_fields
+    names = {f.name for f in all_fields()}
+
+    def call(self, parser, namespace, values, option_string=None):
+        super(type(self), self).__call__(parser, namespace, values, option_string)
+        namespace.given_flags = getattr(namespace, "given_flags", set()) | {self.dest}
+    for action in parser._actions:
+        if action.dest in names and "given_flags" not in type(action).__call__.__code__.co_names:
+            action.__class__ = type("Noted" + type(action).__name__, (type(action),), {"__call__": call})
 
 
 def run(args) -> int:
@@ -49,6 +66,12 @@ def _run(args) -> int:
 
     out = Path(args.out)
     check_model_out("--out", args.out)
+    parent = None
+    if args.init_from:     # before the data is read: its settings (multi_label, columns' meaning) are the defaults
+        from headswap.cli.options import given
+        from headswap.init_from import Parent
+        parent = Parent.read(Path(args.init_from))
+        parent.inherit_args(args, given)
     # The data first: reading and checking it needs no torch, so a bad file is one line at once, not after the
     # seconds that importing torch and transformers takes (headswap.api).
     files = data_files(args.data, required=("train",), command="train")
@@ -60,6 +83,8 @@ def _run(args) -> int:
     else:
         train = subsample(train, args.train_limit, args.seed)
         labels = check_training_data(train, args.label_separator)
+    if parent is not None:     # validation and test data may hold the parent's classes too
+        labels = parent.grow(labels, labels)[0]
     if args.metric in BINARY_METRICS and len(labels) != 2:
         raise ConfigError(f"--metric {args.metric} scores the positive class of two-class data; this data has "
                           f"{len(labels)} classes: use macro_{args.metric} or weighted_{args.metric}")
@@ -92,9 +117,10 @@ def _run(args) -> int:
             raise ConfigError(f"--last-n {args.last_n}: {args.model} has {blocks} blocks; --cache-lower caches the "
                               f"blocks below the trained ones, so it trains 1 to {blocks - 1} of them")
     print(f"training {args.strategy} on {args.model} ({clf.regime_ if args.epochs else 'zero-shot: no training'}), "
-          f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}", file=sys.stderr)
+          f"{len(train)} texts, {len(labels)} classes: {class_list(labels)}"
+          + (f"; on from {args.init_from}" if parent is not None else ""), file=sys.stderr)
     t0 = time.perf_counter()
-    clf.fit(train.texts, train.labels, *((val.texts, val.labels) if val is not None else ()))
+    clf.fit(train.texts, train.labels, *((val.texts, val.labels) if val is not None else ()), init_from=parent)
     # Under `accelerate launch` every process trains; only the main one evaluates, reports and saves.
     # PartialState sets itself up from the launch environment; a zero-shot run never built an Accelerator.
     from accelerate.state import PartialState
