@@ -1,4 +1,4 @@
-"""auto's arms train a slice at a time (headswap.bench.arms): a run cut into time-limited slices, each resuming from
+"""auto's arms train a slice at a time (headswap.auto.runners): a run cut into time-limited slices, each resuming from
 the checkpoint the loop wrote where the last one stopped, trains exactly as one uninterrupted run; what a Ray
 worker sends back packs and unpacks safely."""
 
@@ -15,8 +15,8 @@ from test_ladder import LABELS, TEXTS
 
 import headswap.train.loop
 from headswap.api import TextClassifier
-from headswap.bench.arms import pack, slice_points, train_slice, unpack
-from headswap.bench.ladder import Rung
+from headswap.auto.runners import pack, slice_points, train_slice, unpack
+from headswap.auto.ladder import Rung
 from headswap.data.load import from_lists
 from headswap.train.checkpoint_files import find_checkpoint
 

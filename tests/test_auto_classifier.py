@@ -14,7 +14,7 @@ from sklearn.exceptions import NotFittedError
 from tiny_models import make_tiny_encoder
 
 import headswap
-import headswap.bench.auto
+import headswap.auto.main
 from headswap import AutoClassifier
 
 pd = pytest.importorskip("pandas")
@@ -81,7 +81,7 @@ def test_every_input_form_gives_auto_the_same_splits(monkeypatch):
     def capture(data, seconds, **kw):
         seen.append((data.train.texts, data.train.labels, data.validation and data.validation.texts, seconds))
         raise StopIteration
-    monkeypatch.setattr(headswap.bench.auto, "auto", capture)
+    monkeypatch.setattr(headswap.auto.main, "auto", capture)
     df = pd.DataFrame({"text": TEXTS, "label": LABELS})
     ds = datasets.Dataset.from_pandas(df)
     for X, y in [(TEXTS, LABELS), (df["text"], df["label"]), (df, None), (ds, None)]:

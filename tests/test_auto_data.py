@@ -12,7 +12,7 @@ from cli_run import invoke
 from test_bench import HAM, SPAM, _write_split
 from tiny_models import make_tiny_encoder
 
-from headswap.bench.auto import auto
+from headswap.auto.main import auto
 from headswap.bench.plan import load_bench_data
 from headswap.bench.run import run_bench
 from headswap.errors import ConfigError, DataError

@@ -13,7 +13,7 @@ from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data o
 
 ray = pytest.importorskip("ray")
 
-import headswap.bench.arms  # noqa: E402
+import headswap.auto.runners  # noqa: E402
 from headswap.api import load_model  # noqa: E402
 from headswap.cli.parser import main  # noqa: E402
 
@@ -44,14 +44,14 @@ def two_nodes(monkeypatch, one_ray_at_a_time):
 def test_auto_runs_arms_on_both_nodes_and_ships_the_winner_as_a_local_run_would(world, two_nodes, tmp_path,
                                                                                 monkeypatch):
     _, enc, _, data = world
-    real = headswap.bench.arms.RayArms.wait
+    real = headswap.auto.runners.RayArms.wait
 
     def wait(self):        # on the driver: the arms' validation points beat the baseline, so an arm ships
         name, blob, result = real(self)
         result["points"] = [(t, v + 1.0) for t, v in result.get("points") or []]
         return name, blob, result
 
-    monkeypatch.setattr(headswap.bench.arms.RayArms, "wait", wait)
+    monkeypatch.setattr(headswap.auto.runners.RayArms, "wait", wait)
     out = tmp_path / "out"
     rc = main(["auto", "--data", str(data), "--budget", "3m", "--model", enc, "--strategies", "encoder-mlp,similarity",
                "--regime", "full", "--no-lr-search", "--no-more-epochs", "--no-blend", "--out", str(out),

@@ -162,7 +162,7 @@ def _base(command: str, w: dict) -> list[str]:
 def guarded(monkeypatch):
     import uvicorn
 
-    import headswap.bench.auto
+    import headswap.auto.main
     import headswap.bench.run
     import headswap.distill
     import headswap.export
@@ -174,7 +174,7 @@ def guarded(monkeypatch):
 
     monkeypatch.setattr(TextClassifier, "fit", started)
     monkeypatch.setattr(headswap.bench.run, "run_bench", started)
-    monkeypatch.setattr(headswap.bench.auto, "auto", started)
+    monkeypatch.setattr(headswap.auto.main, "auto", started)
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
     monkeypatch.setattr(headswap.export, "_write", started)
     monkeypatch.setattr(headswap.distill, "distill", started)

@@ -248,7 +248,7 @@ def test_mpnet_embeds_with_768_dims_and_puts_paraphrases_closer():
 
 
 def test_auto_considers_mpnet_only_when_installed(monkeypatch):
-    from headswap.bench.auto import DEFAULT_MODELS, default_models
+    from headswap.auto.main import DEFAULT_MODELS, default_models
 
     real = importlib.util.find_spec        # gemma3-270m out of the picture (tests/test_gemma.py has its own)
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -261,7 +261,7 @@ def test_auto_considers_mpnet_only_when_installed(monkeypatch):
 
 
 def test_auto_cli_without_model_uses_the_default_candidates(fake, monkeypatch, tmp_path):
-    import headswap.bench.auto
+    import headswap.auto.main
     from headswap.cli import main
 
     data = tmp_path / "data"
@@ -269,8 +269,8 @@ def test_auto_cli_without_model_uses_the_default_candidates(fake, monkeypatch, t
     for split in ("train", "test"):
         (data / f"{split}.csv").write_text("text,label\ngood,pos\nbad,neg\n")
     seen = {}
-    monkeypatch.setattr(headswap.bench.auto, "default_models", lambda: ("fakenet",))
-    monkeypatch.setattr(headswap.bench.auto, "auto", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(headswap.auto.main, "default_models", lambda: ("fakenet",))
+    monkeypatch.setattr(headswap.auto.main, "auto", lambda *a, **kw: seen.update(kw))
     assert main(["auto", "--data", str(data), "--budget", "1m", "--out", str(tmp_path / "out"), "-q"]) == 0
     # auto() takes the defaults itself (default_models()), so that a default not installed is skipped, saying so
     assert seen["models"] is None

@@ -12,10 +12,10 @@ from test_auto import world  # noqa: F401  (the tiny models and the spam/ham dat
 from test_bench import HAM, SPAM
 from tiny_models import make_tiny_encoder
 
-import headswap.bench.climb
+import headswap.auto.climb
 import headswap.blend
 from headswap.api import TextClassifier, load_model
-from headswap.bench.auto import auto
+from headswap.auto.main import auto
 from headswap.blend import Blend, choose_weight, fit_blend
 from headswap.cli.parser import main
 from headswap.errors import HeadswapError
@@ -145,8 +145,8 @@ def test_numeric_labels_are_blended_column_by_column(members):
 def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  # noqa: F811
     pytest.importorskip("onnxruntime")
     root, enc, _, data = world
-    real = headswap.bench.climb.validation_f1
-    monkeypatch.setattr(headswap.bench.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
 
     def prefer_a_blend(p_model, p_tfidf, y, labels, metric="macro_f1"):
         return 0.4, {w: (0.95 if w == 0.4 else 0.9) for w in headswap.blend.WEIGHTS}, 0.93

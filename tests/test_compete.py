@@ -1,4 +1,4 @@
-"""auto's fine-tuning arms (headswap.bench.compete) on a fake clock and a fake runner: what auto ships is the arm's
+"""auto's fine-tuning arms (headswap.auto.compete) on a fake clock and a fake runner: what auto ships is the arm's
 best weights after its last improving slice, not after its first. No training: slices report given scores."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from headswap.bench.compete import compete
-from headswap.bench.ladder import Rung
+from headswap.auto.compete import compete
+from headswap.auto.ladder import Rung
 
 
 class Clock:
@@ -133,7 +133,7 @@ def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_sh
 def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_rungs():
     """Its cheapest fine-tuning rung says it (probed too dear, or a probe cut short as too slow); the model's later
     rungs are skipped untimed, and another model's rungs are still timed."""
-    from headswap.bench.compete import prepare
+    from headswap.auto.compete import prepare
 
     for too_slow in (False, True):
         clock, probed = Clock(), []
@@ -167,8 +167,8 @@ def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_ru
 def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran():
     """Every fine-tuning arm too dear to time (a slow machine): the report still names each and why, rather than
     dropping the section."""
-    from headswap.bench.auto_report import arms_markdown
-    from headswap.bench.compete import prepare
+    from headswap.auto.report import arms_markdown
+    from headswap.auto.compete import prepare
 
     clock = Clock()
     climb = climb_for(clock)

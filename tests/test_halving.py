@@ -1,4 +1,4 @@
-"""auto's successive-halving policy (headswap.bench.halving) on a fake clock: admission from the estimates, the worse
+"""auto's successive-halving policy (headswap.auto.policy) on a fake clock: admission from the estimates, the worse
 half stopping, the leader getting the remainder until its validation stops improving, a stopped arm staying a
 candidate (and taking over), the 1/3 rule, and parallel slots. No training: arms' scores are given."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from headswap.bench.halving import CAP, Arm, Halving
+from headswap.auto.policy import CAP, Arm, Halving
 
 
 class Clock:

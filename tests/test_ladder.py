@@ -11,13 +11,13 @@ import pytest
 import torch
 from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
-import headswap.bench.arms
-import headswap.bench.climb
-import headswap.bench.ladder
+import headswap.auto.runners
+import headswap.auto.climb
+import headswap.auto.ladder
 import headswap.bench.measure
 from headswap.api import TextClassifier, load_model
-from headswap.bench.auto import auto
-from headswap.bench.ladder import FROZEN_HEADS, TIERS, Costs, plan_ladder
+from headswap.auto.main import auto
+from headswap.auto.ladder import FROZEN_HEADS, TIERS, Costs, plan_ladder
 from headswap.errors import ConfigError
 from headswap.inference import feature_cache
 
@@ -170,7 +170,7 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
     """Frozen rungs cost 10 s, a fine-tuning epoch 60 s, and a slice takes the seconds it was given: the three arms
     (the full rung and its two learning-rate neighbours) halve, the leader trains on, and the run ends within
     budget with no arm but the leader holding over a third of it."""
-    import headswap.bench.arms
+    import headswap.auto.runners
     _, enc, _, data = world
     clock = FakeClock()
     budget = 600.0
@@ -179,14 +179,14 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: 10.0 if rung.tier == "frozen" else 60.0)
     monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 10.0 if rung.tier == "frozen" else 60.0)
-    real_rung = headswap.bench.climb.train_one
+    real_rung = headswap.auto.climb.train_one
 
     def train_one(rung, settings, entry, *a, **kw):
         clf = real_rung(rung, settings, entry, *a, **kw)
         clock.now += 10.0
         return clf
 
-    real_slice = headswap.bench.arms.train_slice
+    real_slice = headswap.auto.runners.train_slice
 
     def train_slice(rung, settings, train, validation, seen):
         rate = settings.get("body_lr") or 3e-5
@@ -198,10 +198,10 @@ def test_budget_accounting_on_a_fake_clock(world, tmp_path, monkeypatch):
         result.update(points=[(took, level[rate] + 0.01 * n)], finished=False)     # every arm still climbing
         return clf, result
 
-    monkeypatch.setattr(headswap.bench.climb, "train_one", train_one)
-    monkeypatch.setattr(headswap.bench.arms, "train_slice", train_slice)
+    monkeypatch.setattr(headswap.auto.climb, "train_one", train_one)
+    monkeypatch.setattr(headswap.auto.runners, "train_slice", train_slice)
     # the arms here are the full rung's three rates: no cached-partial rung (it needs a block count) beside them
-    monkeypatch.setattr(headswap.bench.ladder, "_blocks", lambda model: 0)
+    monkeypatch.setattr(headswap.auto.ladder, "_blocks", lambda model: 0)
     results = auto(data, budget, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
                    log=lambda _: None, clock=clock, blend=False)
     a = results["auto"]
@@ -233,7 +233,7 @@ def test_a_negative_budget_is_one_line(capsys):
 
 
 def test_a_probe_that_overruns_its_limit_says_so(world):
-    from headswap.bench.ladder import Rung
+    from headswap.auto.ladder import Rung
     from headswap.bench.measure import ProbeTooSlow, probe_timing
     from headswap.data.load import from_lists
     _, enc, _, _ = world
@@ -248,8 +248,8 @@ def test_a_probe_that_overruns_its_limit_says_so(world):
 def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_path, monkeypatch):
     _, enc, _, data = world
     folder = with_out_of_scope(data, tmp_path / "data")
-    real = headswap.bench.arms.slice_points         # the arm's validation points say it beats the baseline
-    monkeypatch.setattr(headswap.bench.arms, "slice_points", lambda *a: [(t, v + 1.0) for t, v in real(*a)])
+    real = headswap.auto.runners.slice_points         # the arm's validation points say it beats the baseline
+    monkeypatch.setattr(headswap.auto.runners, "slice_points", lambda *a: [(t, v + 1.0) for t, v in real(*a)])
     results = auto(folder, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,
                    log=lambda _: None, lr_search=False, more_epochs=False, regime="full", out_of_scope="oos")
     winner = next(r for r in results["rows"] if r["winner"])
@@ -282,7 +282,7 @@ def test_a_rung_that_fails_is_recorded_and_the_ladder_goes_on(world, tmp_path, m
 def test_a_probe_says_nothing_of_its_texts_the_real_fit_will_say(world, caplog):
     """Truncated texts are said once, by the fit that trains on them: the probe's few batches and its timed
     predictions (2, then up to 64 texts: one line each before) stay silent."""
-    from headswap.bench.ladder import Rung
+    from headswap.auto.ladder import Rung
     from headswap.bench.measure import probe_timing
     from headswap.data.load import from_lists
     _, enc, _, _ = world

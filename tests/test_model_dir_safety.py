@@ -165,7 +165,7 @@ def test_saved_files_are_readable_by_other_users(fitted, tmp_path):
 
 
 def test_auto_ships_its_winner_without_deleting_the_users_files(tmp_path):
-    from headswap.bench.ship import ship
+    from headswap.auto.ship import ship
     out = tmp_path / "auto"
     (out / "model").mkdir(parents=True)
     (out / "model" / "mine.txt").write_text("mine")

@@ -189,7 +189,7 @@ def test_multilingual_e5_small_is_pinned_and_has_an_install_target():
 
 
 def test_auto_considers_multilingual_e5_small_only_when_installed(monkeypatch):
-    from headswap.bench.auto import DEFAULT_MODELS, default_models
+    from headswap.auto.main import DEFAULT_MODELS, default_models
     real = importlib.util.find_spec
     others = ("all-mpnet", "gemma3_270m")
     monkeypatch.setattr(importlib.util, "find_spec",

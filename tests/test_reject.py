@@ -242,14 +242,14 @@ def test_a_reject_setting_without_out_of_scope_is_refused_before_any_work(enc, t
                                                                           value):
     """Without --out-of-scope there is no threshold: each reject setting is refused alike, in one line, before
     training starts (the entry points are patched to fail the test if reached)."""
-    import headswap.bench.auto
+    import headswap.auto.main
     import headswap.bench.run
     from cli_run import invoke
 
     def started(*a, **kw):
         raise AssertionError(f"{command} {flag} {value} without --out-of-scope started the work")
 
-    for target, name in ((TextClassifier, "fit"), (headswap.bench.run, "run_bench"), (headswap.bench.auto, "auto")):
+    for target, name in ((TextClassifier, "fit"), (headswap.bench.run, "run_bench"), (headswap.auto.main, "auto")):
         monkeypatch.setattr(target, name, started)
     data = tmp_path / "data"
     data.mkdir()

@@ -144,7 +144,7 @@ def test_cache_lower_refuses_a_top_that_covers_every_block(encoder):
 
 
 def test_auto_offers_cached_partial_between_the_frozen_heads_and_full_fine_tuning(encoder):
-    from headswap.bench.ladder import Rung, plan_ladder
+    from headswap.auto.ladder import Rung, plan_ladder
     rungs, _ = plan_ladder({encoder: "encoder"}, ["encoder-mlp"], 1)
     assert [(r.tier, r.name) for r in rungs] == [("frozen", "logistic head"), ("frozen", "linear head"),
                                                  ("frozen", "mlp head"), ("fine-tune", "partial-cached"),

@@ -8,7 +8,7 @@ from headswap.telemetry import disable_onnxruntime_telemetry  # noqa: E402
 disable_onnxruntime_telemetry()
 
 # Imported on first use, so that `import headswap` (and the command line's --help) does not load torch.
-_LAZY = {"TextClassifier": "headswap.api", "load_model": "headswap.api", "AutoClassifier": "headswap.bench.estimator",
+_LAZY = {"TextClassifier": "headswap.api", "load_model": "headswap.api", "AutoClassifier": "headswap.auto.estimator",
          "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics", "predictor": "headswap.batch",
          "Predictor": "headswap.batch", "audit": "headswap.label_audit"}
 __all__ = [*_LAZY, "__version__"]

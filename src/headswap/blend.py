@@ -2,7 +2,7 @@
 
 A lexical model and a neural one make different mistakes (a rare word, a name, a misspelling the body's word
 pieces blur), so their averaged probabilities can beat both; `auto` ships the blend only when validation says so
-(headswap.bench.auto). The blend is a model directory of its own kind holding both members, each saved as it
+(headswap.auto.main). The blend is a model directory of its own kind holding both members, each saved as it
 would be alone: predict, eval, serve and batch prediction load it with load_model.
 """
 

@@ -20,16 +20,11 @@ the functions that need them):
   plan      the data subsets and the rows to run (which strategy fits which model, in which regime)
   measure   peak memory, forward passes per text, parameter counts, time estimates, the machine
   baseline  the TF-IDF + LinearSVC row
-  html_report  report.html: a run on one self-contained page (bench's and auto's), rendered from
+  html_report  report.html: a run on one self-contained page (bench's and auto's; auto itself is headswap.auto), rendered from
             templates/report.html.j2 (templating: the Jinja2 environment and its building blocks)
   report_text  how values read in results.md and report.html: numbers, durations, model and row names
   browser   a headless Chromium, to check the page as a browser renders it
   report    results.json, results.md, charts and log lines (writes the page through html_report)
   run       run_bench: one row after another, each recorded as it finishes
-  auto      `headswap auto`: the candidates that fit a time budget, the winner on validation, shipped
-  ladder, climb  auto's cost ladder (the rungs, their estimates) and its cheap rungs run within the budget
-  compete   auto's fine-tuning rungs (and their learning rates) as arms of successive halving
-  halving   the policy that shares the budget among the arms: pure, no torch or Ray, a clock passed in
-  arms      an arm's slice (a time-limited, resumed fit), in this process or as a Ray task (--ray-address)
   perf      achieved GFLOP/s against the matmul peak, for benchmarks/ (imports torch)
 """

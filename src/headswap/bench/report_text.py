@@ -102,7 +102,7 @@ def rung_note(c: dict) -> str:
 
 
 def arm_rows(auto: dict) -> list[dict]:
-    """auto's candidates that were fine-tuning arms (headswap.bench.compete), each with its name."""
+    """auto's candidates that were fine-tuning arms (headswap.auto.compete), each with its name."""
     return [{**c, "name": c.get("arm") or c.get("model_name")} for c in auto.get("candidates") or []
             if isinstance(c, dict) and c.get("halving")]
 

@@ -1,4 +1,4 @@
-"""`headswap auto`: train what fits a time budget, pick the winner on validation, ship it (headswap.bench.auto)."""
+"""`headswap auto`: train what fits a time budget, pick the winner on validation, ship it (headswap.auto.main)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.atomic import output_lock
-    from headswap.bench.auto import auto
+    from headswap.auto.main import auto
 
     check_arguments(args, "auto")      # --model's names; the defaults are auto's to check (a missing one is skipped)
     for name in ("arm_cpus", "arm_gpus"):     # else silently ignored: without a cluster one arm runs at a time here
@@ -73,7 +73,7 @@ def run(args) -> int:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name):g} is what each arm asks a Ray "
                               f"cluster for; it needs --ray-address (without it the arms take turns in this process)")
     if args.ray_address:     # one line at once for an address nothing answers at, before the data is read
-        from headswap.bench.arms import check_reachable
+        from headswap.auto.runners import check_reachable
         check_reachable(args.ray_address)
     with output_lock(args.out):      # two auto runs into one OUT would overwrite each other's model and results
         auto(args.data, args.budget, models=args.models, strategies=args.strategies, out=args.out,

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # When the command started, for a time budget (auto's): the process's start when it is this command, so Python's
     # and the imports' seconds count as the user waits them; the call's when main runs inside another program.
     if argv is None:
-        from headswap.bench.budget import process_age
+        from headswap.auto.budget import process_age
         called -= process_age()
     args.started = called
     try:

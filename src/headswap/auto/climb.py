@@ -1,8 +1,8 @@
-"""Climbing auto's cost ladder (headswap.bench.ladder) within a time budget.
+"""Climbing auto's cost ladder (headswap.auto.ladder) within a time budget.
 
 Cheap rungs (static, frozen heads) run when their estimate fits what is left after keeping room to ship the winner
 (and, while fine-tuning arms follow, half of what is left stays theirs). The fine-tuning rungs are not climbed one
-by one: they compete as arms of successive halving (headswap.bench.compete), which uses this class's probes,
+by one: they compete as arms of successive halving (headswap.auto.compete), which uses this class's probes,
 costs and best-so-far.
 """
 
@@ -13,7 +13,7 @@ import math
 import time
 from typing import Callable
 
-from headswap.bench.ladder import PROBE_GUESS, Costs, Rung
+from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 
 FINAL_MARGIN = 0.02     # of the budget, kept free besides each rung's reserve: the clock is read between steps
 
@@ -49,7 +49,7 @@ class Climb:
         self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
         self.budget, self.left, self.log = budget, left, log
         self.best, self.best_entry = best, best_entry
-        # Kept free to the end, whatever runs: `finish` (the report, the exit: headswap.bench.budget) and what
+        # Kept free to the end, whatever runs: `finish` (the report, the exit: headswap.auto.budget) and what
         # shipping the best so far takes (best_reserve), so that a rung or probe that does not win costs no overrun.
         self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
@@ -119,14 +119,14 @@ class Climb:
     def tier_left(self) -> float:
         """Seconds the rungs before the fine-tuning arms (static, every model's frozen heads) may still take: a third
         of the budget (halving.CAP) from when they began, less what they took."""
-        from headswap.bench.halving import CAP
+        from headswap.auto.policy import CAP
 
         spent = 0.0 if self.cheap_from is None else self.cheap_from - self.left()
         return CAP * self.budget - spent
 
     def run_all(self, ladder: list[Rung]) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
-        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.bench.compete's arms."""
+        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.compete's arms."""
         cheap = [r for r in ladder if r.tier in ("static", "frozen")]
         self.dear = [r for r in ladder if r.tier not in ("static", "frozen")]
         self.cheap_from = self.left()

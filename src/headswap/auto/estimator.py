@@ -1,4 +1,4 @@
-"""`headswap auto` as a scikit-learn estimator: AutoClassifier.fit runs the same engine (headswap.bench.auto.auto)
+"""`headswap auto` as a scikit-learn estimator: AutoClassifier.fit runs the same engine (headswap.auto.main.auto)
 on texts in memory, then predicts with the model it shipped.
 
     clf = AutoClassifier(budget="5m").fit(df)      # a DataFrame with text and label columns, or X and y
@@ -76,8 +76,8 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         """Train on texts X with labels y (or X a DataFrame / datasets.Dataset with text and label columns);
         X_val, y_val: validation texts to choose on (without them a stratified tenth of X is held out)."""
         from headswap.api import load_model
-        from headswap.bench.auto import auto
-        from headswap.bench.budget import parse_duration
+        from headswap.auto.main import auto
+        from headswap.auto.budget import parse_duration
         from headswap.bench.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
         from headswap.targets import integer_labels

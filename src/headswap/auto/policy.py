@@ -38,7 +38,7 @@ improving. A custom TrialScheduler could hold all of that, but only inside a Tun
 must not start Ray (seconds of start-up and hundreds of MB on a small machine, for one process that trains one
 arm at a time), and one policy must serve both. Tune's multi-node trial checkpoints also need storage every node
 reaches (a shared file system or cloud storage since Ray 2.7), and a cluster without a shared disk must work. So
-the policy lives here; on a cluster, headswap.bench.arms places each slice as a Ray task with the resources it
+the policy lives here; on a cluster, headswap.auto.runners places each slice as a Ray task with the resources it
 asks for, and moves the data, the models and the arms' checkpoints through Ray's object store.
 """
 

@@ -1,5 +1,5 @@
-"""auto's fine-tuning rungs as arms of a successive-halving competition (the policy: headswap.bench.halving; the
-slices: headswap.bench.arms). Each fine-tuning rung is timed by its probe (Climb.probe), becomes an arm, and so do
+"""auto's fine-tuning rungs as arms of a successive-halving competition (the policy: headswap.auto.policy; the
+slices: headswap.auto.runners). Each fine-tuning rung is timed by its probe (Climb.probe), becomes an arm, and so do
 its learning-rate neighbours on LR_GRID (unless the rate was given); the budget left after the cheap rungs, less
 the room to ship the winner, is what the arms share. Every arm is recorded as a candidate with its slices, its
 validation curve, its seconds and why it stopped; the best validated arm so far is Climb's best as it goes.
@@ -42,7 +42,7 @@ def lr_variants(rung, settings: dict) -> list[dict]:
 
 
 def arm_name(entry: dict) -> str:
-    from headswap.bench.climb import label
+    from headswap.auto.climb import label
 
     return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
 
@@ -51,8 +51,8 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
     (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
     `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
-    from headswap.bench.climb import FINAL_MARGIN, entry_for, label
-    from headswap.bench.halving import CAP
+    from headswap.auto.climb import FINAL_MARGIN, entry_for, label
+    from headswap.auto.policy import CAP
 
     def kept_out(entry: dict, kind: str) -> None:
         """A rung that never gets to halving still has a row in the report's arms table: `kind` in halving's words."""
@@ -98,7 +98,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
 def _probe_limit(climb, rung) -> float:
     """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
     must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    from headswap.bench.halving import CAP, FIRST_SLICE_EPOCHS
+    from headswap.auto.policy import CAP, FIRST_SLICE_EPOCHS
 
     steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * FIRST_SLICE_EPOCHS)
     return 2 * 8 * CAP * climb.budget / steps
@@ -106,7 +106,7 @@ def _probe_limit(climb, rung) -> float:
 
 def _least_slice(c, rung) -> float:
     """The probed rung's least useful slice, as halving.Arm counts it (its overhead and a first share of an epoch)."""
-    from headswap.bench.halving import Arm
+    from headswap.auto.policy import Arm
 
     epoch, overhead, _ = _costs(c, rung)
     return Arm("", epoch, overhead, once_seconds=c.lower_pass(rung)).least_slice
@@ -124,7 +124,7 @@ def _costs(c, rung) -> tuple[float, float, int]:
 def _reserve(climb, plans: list) -> float:
     """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
     (an arm too dear for that does not decide how much the others keep back)."""
-    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.auto.climb import FINAL_MARGIN
 
     c, left = climb.costs, climb.left() - climb.finish - FINAL_MARGIN * climb.budget
     fits = []
@@ -137,7 +137,7 @@ def _reserve(climb, plans: list) -> float:
 def _arms_room(climb, plans: list) -> float:
     """What the arms would share if they began now: what is left, less the finish, the room to ship the winner and
     the final margin."""
-    from headswap.bench.climb import FINAL_MARGIN
+    from headswap.auto.climb import FINAL_MARGIN
 
     return climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
 
@@ -172,9 +172,9 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             runner=None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
-    from headswap.bench.arms import LocalArms, clean_for_shipping, load_shipped
-    from headswap.bench.climb import _dur
-    from headswap.bench.halving import Arm, Halving
+    from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped
+    from headswap.auto.climb import _dur
+    from headswap.auto.policy import Arm, Halving
 
     c, log = climb.costs, climb.log
     plans, entries = prepared

@@ -1,4 +1,4 @@
-"""Running auto's fine-tuning arms a slice at a time (the policy that decides the slices: headswap.bench.halving).
+"""Running auto's fine-tuning arms a slice at a time (the policy that decides the slices: headswap.auto.policy).
 
 A slice is one TextClassifier.fit with the arm's planned epochs (fixed for the arm, so the learning-rate schedule
 runs as in one uninterrupted run), a time_limit, validation every few steps, and checkpoint_dir + resume: the loop

@@ -8,21 +8,21 @@
    scored on test. Test is read once, at the end.
 2. The TF-IDF + logistic-regression classifier (headswap.tfidf) always trains: it is the baseline and the
    fallback when nothing else fits.
-3. The cost ladder (headswap.bench.ladder, run by headswap.bench.climb): `static`, then head-only rungs on frozen
+3. The cost ladder (headswap.auto.ladder, run by headswap.auto.climb): `static`, then head-only rungs on frozen
    features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
    models last. Each rung's cost is estimated from a probe of a few batches per model and regime, corrected as the
    run measures. Cheap rungs run when they fit (keeping half of what is left for fine-tuning). Every rung not run
    says why.
 4. The fine-tuning rungs, and each one's learning-rate neighbours on a half-decade grid (1e-5, 3e-5, 1e-4, ...;
-   a rate given on the command line is kept), compete as arms of successive halving (headswap.bench.compete,
-   headswap.bench.halving): short time-bounded slices with validation inside, the worse half stops after each
+   a rate given on the command line is kept), compete as arms of successive halving (headswap.auto.compete,
+   headswap.auto.policy): short time-bounded slices with validation inside, the worse half stops after each
    round, the leader trains on until its validation stops improving or the budget ends; no arm holds more than a
    third of the budget unless it leads. With ray_address the arms run as Ray tasks on that cluster, several at
-   once (headswap.bench.arms). Each arm is a candidate of its own (`tuned`: a rate it ran at).
+   once (headswap.auto.runners). Each arm is a candidate of its own (`tuned`: a rate it ran at).
    The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
    TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
 The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
-best so far and finish (headswap.bench.budget); a budget too small for the baseline alone is refused.
+best so far and finish (headswap.auto.budget); a budget too small for the baseline alone is refused.
 5. The shipped winner and the baseline are scored on test once, when there is a test split. OUT/results.json
    (bench's layout plus an "auto" entry), results.md and report.html say what ran, what was skipped and why, and
    where each split came from.
@@ -36,11 +36,11 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.bench.auto_report import render_markdown
-from headswap.bench.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
+from headswap.auto.report import render_markdown
+from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    parse_duration, warm_up_charts)  # noqa: F401 (parse_duration: as before)
-from headswap.bench.ship import blend_winner, ship
-from headswap.bench.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
+from headswap.auto.ship import blend_winner, ship
+from headswap.auto.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
 from headswap.errors import ConfigError, ModelNotAvailable
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -76,7 +76,7 @@ def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: f
 def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
     """`models` less those whose first load would convert them into the model cache for longer than `spare`
     seconds leave room to then time one of their rungs, and a skip record for each of those."""
-    from headswap.bench.ladder import PROBE_GUESS
+    from headswap.auto.ladder import PROBE_GUESS
     from headswap.bench.report import _fmt_duration
     from headswap.models import conversion_seconds
 
@@ -127,9 +127,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
-    from headswap.bench.climb import FINAL_MARGIN, Climb
-    from headswap.bench.compete import arms_can_run, arms_spare, compete, prepare
-    from headswap.bench.ladder import Costs, plan_ladder
+    from headswap.auto.climb import FINAL_MARGIN, Climb
+    from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
+    from headswap.auto.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
     from headswap.inference import feature_cache
@@ -239,8 +239,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
 
-    # 2. The cheap rungs of the ladder within the budget (headswap.bench.climb); frozen rungs of one model share
-    # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.bench.compete).
+    # 2. The cheap rungs of the ladder within the budget (headswap.auto.climb); frozen rungs of one model share
+    # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
     costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes, blends=blend)
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
                   finish=finish_seconds(n_test))
@@ -248,7 +248,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
-        from headswap.bench.arms import RayArms
+        from headswap.auto.runners import RayArms
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
     try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
         prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
