@@ -18,8 +18,8 @@ from contextlib import contextmanager
 
 from headswap.errors import HeadswapError
 
-COMMANDS = ("demo", "train", "eval", "predict", "export", "distill", "bench", "auto", "audit", "suggest", "serve",
-            "models")
+COMMANDS = ("demo", "train", "eval", "predict", "explain", "export", "distill", "bench", "auto", "audit", "suggest",
+            "serve", "models")
 
 
 class OneLineParser(argparse.ArgumentParser):
