@@ -4,7 +4,9 @@
     curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["free entry! txt WIN"]}'
 
 Endpoints: ``POST /predict`` ``{"texts": [...]}`` -> ``{"predictions": [{"label", "probabilities"}, ...]}`` in
-input order; ``GET /health``; ``GET /labels``; ``GET /stats`` (requests, model batches, texts); the OpenAPI
+input order; ``POST /explain`` ``{"texts": [...], "label": optional, "top": 10}`` -> ``{"explanations": [{"text",
+"method", "labels": [{"label", "probability", "words": [{"word", "score"}, ...]}]}, ...]}`` (headswap.explain);
+``GET /health``; ``GET /labels``; ``GET /stats`` (requests, model batches, texts); the OpenAPI
 schema at ``/openapi.json`` and interactive docs at ``/docs``.
 
 Micro-batching (headswap.serve.batching): concurrent requests are merged into few model calls, run in a model
@@ -242,6 +244,25 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         key, answers = decisions(clf, probs, score)   # "labels" (multi-label) or "label", as predict writes them
         return {"predictions": [{key: answer, "probabilities": dict(zip(labels, row))}
                                 for answer, row in zip(answers, probs.tolist())]}
+
+    class ExplainRequest(PredictRequest):
+        model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"texts": ["free entry! txt WIN"]}]})
+        label: str | None = Field(default=None, description="explain this label (default: the predicted one(s))")
+        top: int = Field(default=10, ge=1, le=1000, description="words per text and label, by magnitude")
+
+    @app.post("/explain", responses=errors_doc, summary="Which words drove each text's label",
+              description="Per text: for the predicted label (each predicted label of a multi-label model, or "
+              "`label`), the `top` words with signed scores (headswap.explain). Runs in the model thread.")
+    async def explain_texts(body: ExplainRequest):
+        from headswap.explain import explain
+        try:
+            explanations = await batcher.call(explain, clf, body.texts, body.label)
+        except (DataError, HeadswapError) as e:    # an unknown label, a model explain cannot take
+            return JSONResponse({"error": str(e), "detail": None}, status_code=422)
+        except Exception as e:
+            log.error("explanation failed: %s: %s", type(e).__name__, e)
+            return JSONResponse({"error": "explanation failed", "detail": None}, status_code=500)
+        return {"explanations": [ex.to_dict(top=body.top) for ex in explanations]}
 
     @app.get("/health", response_model=HealthResponse, summary="Liveness and what is being served")
     async def health():
