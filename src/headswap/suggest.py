@@ -123,9 +123,11 @@ class Suggestions:
         from headswap.atomic import written_together
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        texts = [to_csv(self.rows), json.dumps(label_studio_tasks(self), indent=1, ensure_ascii=False) + "\n",
+        summary = {**self.summary, **(extra or {})}
+        tasks = label_studio_tasks(self, str(summary.get("model") or "headswap"))
+        texts = [to_csv(self.rows), json.dumps(tasks, indent=1, ensure_ascii=False) + "\n",
                  label_studio_config(self.classes),
-                 json.dumps({**self.summary, **(extra or {})}, indent=2, default=str) + "\n"]
+                 json.dumps(summary, indent=2, default=str) + "\n"]
         paths = [out / name for name in FILES]
         with written_together(paths) as tmp:
             for path, text in zip(tmp, texts):
@@ -190,7 +192,7 @@ def why(strategy, p, classes, k1, k2, m, pool_margins, group, clustered) -> str:
     if strategy == "entropy":
         return f"spread over the classes: entropy {float(entropies(p[None])[0]):.2f} nats"
     share = float(np.mean(pool_margins <= m))
-    text = (f"torn between {classes[k1]} ({p[k1]:.2f}) and {classes[k2]} ({p[k2]:.2f}): margin {m:.2f}, "
+    text = (f"torn between {classes[k1]} ({p[k1]:.2f}) and {classes[k2]} ({p[k2]:.2f}): margin {m:.3f}, "
             f"smaller than {1 - share:.0%} of the pool")
     if strategy == DEFAULT and clustered and group >= 0:
         text += f"; the most uncertain of its k-means group {group}"
@@ -212,10 +214,10 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def label_studio_tasks(result: Suggestions) -> list[dict]:
-    """Label Studio's JSON import: one task per text, the model's guess as a pre-annotation (a prediction) for
-    the labeller to accept or change; the control and object names match label_studio_config()."""
-    version = str(result.summary.get("model") or "headswap")
+def label_studio_tasks(result: Suggestions, version: str = "headswap") -> list[dict]:
+    """Label Studio's JSON import: one task per text, the model's guess as a pre-annotation (a prediction, tagged
+    with `version`) for the labeller to accept or change; the control and object names match
+    label_studio_config()."""
     return [{"data": {"text": r["text"], "row": r["row"], "rank": r["rank"], "why": r["why"]},
              "predictions": [{"model_version": version, "score": r["confidence"],
                               "result": [{"from_name": "label", "to_name": "text", "type": "choices",
