@@ -56,6 +56,32 @@ def test_entropy_random_and_eligibility():
     assert list(a) != list(b)
 
 
+def toy_accuracy(strategy: str, seed: int) -> float:
+    """Test accuracy of logistic regression after 6 rounds of 20 labels chosen by `strategy` from 3,000 points of 4
+    overlapping Gaussian classes (from 20 random labels)."""
+    from sklearn.linear_model import LogisticRegression
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=1.5, size=(4, 8))
+    y = rng.integers(0, 4, 4000)
+    x = means[y] + rng.normal(size=(4000, 8))
+    labelled = np.zeros(3000, dtype=bool)
+    labelled[rng.choice(3000, 20, replace=False)] = True
+    for _ in range(6):
+        clf = LogisticRegression(max_iter=500).fit(x[:3000][labelled], y[:3000][labelled])
+        picked, _ = select(clf.predict_proba(x[:3000]), 20, x[:3000], strategy, eligible=~labelled, seed=seed)
+        assert not labelled[picked].any()
+        labelled[picked] = True
+    clf = LogisticRegression(max_iter=500).fit(x[:3000][labelled], y[:3000][labelled])
+    return float((clf.predict(x[3000:]) == y[3000:]).mean())
+
+
+def test_uncertain_picks_beat_random_ones_on_a_toy_problem():
+    # measured: random 0.952, margin 0.961, margin-kmeans 0.959 (mean of the 5 seeds)
+    accuracy = {s: np.mean([toy_accuracy(s, seed) for seed in range(5)]) for s in ("random", "margin", "margin-kmeans")}
+    assert accuracy["margin"] > accuracy["random"] + 0.004, accuracy
+    assert accuracy["margin-kmeans"] > accuracy["random"] + 0.004, accuracy
+
+
 @pytest.mark.parametrize("n, message", [(0, "n must be a whole number >= 1"), (201, "n 201 is more than the 200"),
                                         (2.5, "whole number")])
 def test_select_refuses_bad_n(n, message):
