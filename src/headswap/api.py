@@ -344,10 +344,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
 
     def suggest(self, X, n: int, exclude=None, strategy: str = "margin-kmeans", seed: int = 0):
-        """The n texts of X worth labelling next (headswap.suggest): uncertain ones, spread over the model's
-        pooled features; never one of `exclude` (texts already labelled), never a text twice. One forward pass."""
+        """The n texts of X worth labelling next, never one of `exclude` nor a text twice (headswap.suggest)."""
         from headswap.suggest import suggest
-        self._check_fitted()
         return suggest(self, X, n, exclude, strategy, seed)
 
     def explain(self, X, label: str | None = None, method: str = "auto", steps: int = 32, batch_size: int = 64):

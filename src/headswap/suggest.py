@@ -177,8 +177,7 @@ def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: i
 
 def scores(model, texts: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """((N, K) probabilities as predict_proba gives them, (N, D) pooled features or None), from one pass."""
-    from headswap.api import TextClassifier
-    if isinstance(model, TextClassifier):
+    if hasattr(model, "encoder_") and hasattr(model, "temperature_step_"):     # a fitted TextClassifier
         from headswap import oos
         logits, feats = oos.infer(model, texts)
         return model.temperature_step_.apply(logits).astype(np.float64), feats
