@@ -33,7 +33,7 @@ OUT_OF_RANGE = {
     "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
     "--concurrency": ["0", "-2"], "--arm-cpus": ["0", "-1"], "--arm-gpus": ["-1"],
-    "--folds": ["1", "0"], "--test-fraction": ["0", "1", "1.5", "-0.2"],
+    "--folds": ["1", "0"], "--test-fraction": ["0", "1", "1.5", "-0.2"], "-n": ["0", "-3"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
@@ -67,6 +67,8 @@ TEXT_CASES = {
     ("audit", "--out"): ["{file}"], ("audit", "--model"): ["no-such-model"],
     ("audit", "--prompt"): ["@missing-prompt.txt"], ("audit", "--descriptions"): ["missing-descriptions.csv"],
     ("audit", "--class-weight"): ["missing.json"], ("audit", "--out-of-scope"): [""],
+    ("suggest", "--data"): ["nope.csv"], ("suggest", "--labelled"): ["nope.csv"],
+    ("suggest", "--text-column"): ["nosuch"], ("suggest", "--out"): ["{file}"],
 }
 NO_BAD_VALUE: dict = {}
 
@@ -155,6 +157,7 @@ def _base(command: str, w: dict) -> list[str]:
         "distill": ["distill", "--teacher", w["model"], "--data", w["data"], "--out", w["out"], "-q"],
         "audit": ["audit", "--data", w["data"], "--strategy", "encoder-mlp", "--model", w["enc"], "--out", w["out"],
                   "-q"],
+        "suggest": ["suggest", w["model"], "--data", w["data"] + "/test.csv", "--out", w["out"], "-n", "3", "-q"],
     }[command]
 
 
@@ -167,6 +170,7 @@ def guarded(monkeypatch):
     import headswap.distill
     import headswap.export
     import headswap.label_audit
+    import headswap.suggest
     import headswap.teach.demo
 
     def started(*a, **kw):
@@ -179,6 +183,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(headswap.export, "_write", started)
     monkeypatch.setattr(headswap.distill, "distill", started)
     monkeypatch.setattr(headswap.label_audit, "audit_data", started)
+    monkeypatch.setattr(headswap.suggest, "suggest", started)
     monkeypatch.setattr(uvicorn, "run", started)
 
 
@@ -236,7 +241,7 @@ def test_every_option_is_covered():
 def test_the_base_command_lines_are_valid(world, guarded):
     """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
     far as the work (here: the patched entry point), or predict/eval must succeed."""
-    for command in ("train", "bench", "auto", "serve", "demo", "distill", "audit"):
+    for command in ("train", "bench", "auto", "serve", "demo", "distill", "audit", "suggest"):
         with pytest.raises(Started):
             invoke(_base(command, world))
     for command in ("eval", "predict"):
