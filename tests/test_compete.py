@@ -190,21 +190,27 @@ def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran
     assert len(rows) == 2 and all("too dear" in r and "timing 8 batches" in r for r in rows), rows
 
 
-def test_an_arm_is_offered_its_model_and_strategys_frozen_heads_best_first():
+def test_an_arm_is_offered_its_model_and_strategys_frozen_heads_of_its_kind_best_first():
+    from headswap.settings import default_body_lr
+
     clock = Clock()
     rung, other = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("enc", "encoder", "similarity", "full", 1)
     entries = [{"model": "enc", "model_name": "enc", "strategy": s, "regime": "full", "rung": "full"}
                for s in ("encoder-mlp", "similarity")]
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.9] * 9, "enc · similarity · full": [0.8] * 9})
     climb = climb_for(clock)
-    climb.heads = {("enc", "encoder-mlp"): [(0.7, "enc · encoder-mlp · head-only · linear", {"w": 1}),
-                                            (0.8, "enc · encoder-mlp · head-only · mlp", {"w": 2})]}
+    climb.heads = {("enc", "encoder-mlp"): [(0.7, "enc · encoder-mlp · head-only · linear", {"w": 1}, "mlp"),
+                                            (0.8, "enc · encoder-mlp · head-only · mlp", {"w": 2}, "mlp"),
+                                            (0.9, "enc · encoder-mlp · head-only · logistic", {"w": 3}, "linear")]}
     compete(climb, ([(rung, {}, entries[0]), (other, {}, entries[1])], entries), clock=clock, folder="unused",
             runner=runner)
     offered = runner.settings["enc · encoder-mlp · full"]["start_heads"]
     assert [name for name, _ in offered] == ["enc · encoder-mlp · head-only · mlp (0.8000)",
                                              "enc · encoder-mlp · head-only · linear (0.7000)"]
     assert "start_heads" not in runner.settings["enc · similarity · full"]     # no frozen rung of its strategy
+    # the linear head (0.9) is not the arm's kind (mlp); from a fitted head, the head learns at the body's rate
+    assert runner.settings["enc · encoder-mlp · full"]["head_lr"] == default_body_lr("full")
+    assert runner.settings["enc · similarity · full"].get("head_lr") is None
 
 
 def test_a_cached_arms_first_slice_trains_for_its_plan_less_its_lower_block_pass():

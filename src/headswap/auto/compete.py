@@ -98,9 +98,9 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
 def _probe_limit(climb, rung) -> float:
     """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
     must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    from headswap.auto.policy import CAP, FIRST_SLICE_EPOCHS
+    from headswap.auto.policy import CAP, GRACE_EPOCHS
 
-    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * FIRST_SLICE_EPOCHS)
+    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
     return 2 * 8 * CAP * climb.budget / steps
 
 
@@ -158,6 +158,26 @@ def arms_spare(climb, plans: list) -> Callable[[], float]:
     return lambda: _arms_room(climb, plans) - least
 
 
+def warm_start(climb, rung, settings: dict) -> dict:
+    """The settings that start an arm from the best frozen head of its body and strategy fitted this run (linear
+    probing, then fine-tuning: LP-FT, Kumar et al. 2022): the heads of its kind, best first, and the head's learning
+    rate lowered to the body's, so that the first steps do not pull a fitted head away from its score before the
+    body has learned anything (the intent set's full fine-tune ended its first slice at 0.929, below the 0.946 of
+    the head it started from). A head the user set a learning rate for keeps it; none of its kind: no change."""
+    from headswap.settings import default_body_lr
+    from headswap.strategies import get
+
+    kind = settings.get("head") or "auto"
+    kind = get(rung.strategy).default_head if kind == "auto" else kind
+    heads = sorted((h for h in climb.heads.get((rung.model, rung.strategy), ()) if h[3] == kind), key=lambda h: -h[0])
+    if not heads:
+        return {}
+    out = {"start_heads": [(f"{name} ({score:.4f})", state) for score, name, state, _ in heads]}
+    if climb.settings.get("head_lr") is None:
+        out["head_lr"] = settings.get("body_lr") or default_body_lr(rung.regime)
+    return out
+
+
 def _to_beat(climb, entry: dict, before: float | None) -> float:
     """What an arm's new best must exceed to become what auto ships: the best so far (read before this slice's
     result updates the arm's entry), plus LR_MARGIN for a learning-rate variant taking the lead from another arm.
@@ -192,9 +212,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
         arms.append(Arm(name, epoch, overhead, once_seconds=0.0 if tuned else c.lower_pass(rung),
                         group=repr(rung.cost_key)))
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
-        heads = sorted(climb.heads.get((rung.model, rung.strategy), ()), key=lambda h: -h[0])
-        if heads:       # the frozen rungs' heads, best first: the arm's first slice starts from one that fits
-            settings["start_heads"] = [(f"{name} ({score:.4f})", state) for score, name, state in heads]
+        settings.update(warm_start(climb, rung, settings))
         entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
         if tuned:
             entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
@@ -207,7 +225,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     best_blob = None
     try:
         while True:
-            for s in policy.next():
+            for s in policy.ask():
                 rung, settings, entry = jobs[s.arm]
                 arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
                 overhead = arm.overhead_seconds + arm.once_seconds
@@ -221,9 +239,10 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             start = policy.running[name].start
             seen[name] = result.get("history_length", seen.get(name, 0))
             before = policy.arms[name].best
-            policy.report(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
+            policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
                           finished=result.get("finished", False), node=result.get("node"),
-                          improved=result.get("better", False))
+                          improved=result.get("better", False), progress=result.get("progress"),
+                          train_seconds=result.get("train_seconds"))
             arm, entry = policy.arms[name], jobs[name][2]
             to_beat = _to_beat(climb, entry, before)
             if result.get("notes"):

@@ -72,7 +72,10 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     spe = max(1, math.ceil(len(train) / settings.get("batch_size", 16)))
     history = clf.history_ or []
     points = slice_points(history, seen, clf.build_seconds_, clf.train_seconds_, spe)
+    last = history[-1] if history else None     # the validation at the slice's stop: where training got to
+    progress = (last["epoch"] - 1 + (last.get("steps") or spe) / spe) if last else None
     return clf, {"points": points, "finished": clf.stopped_ is None, "history_length": len(history),
+                 "progress": progress, "train_seconds": clf.train_seconds_,
                  "better": better_than(*_best(history[seen:]), *_best(history[:seen])),
                  "notes": list(clf.notes_), "started_from": getattr(clf, "started_from_", None),
                  "seconds": time.perf_counter() - t0}

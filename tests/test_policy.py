@@ -22,7 +22,7 @@ def play(policy: Halving, clock: Clock, score, log=None, busy=None):
     twice, at its middle and end, with score(arm name, seconds the arm has trained so far)."""
     trained = {}
     while True:
-        slices = policy.next()
+        slices = policy.ask()
         if not slices:
             return trained
         for s in slices:       # one at a time: the fake clock moves by each slice in turn
@@ -35,7 +35,7 @@ def play(policy: Halving, clock: Clock, score, log=None, busy=None):
             trained[s.arm] = trained.get(s.arm, 0.0) + took
             if log is not None:
                 log.append((s.arm, s.round, round(s.seconds, 3)))
-            policy.report(s.arm, points)
+            policy.tell(s.arm, points)
 
 
 def arms(n, epoch=100.0, overhead=5.0):
@@ -97,7 +97,7 @@ def test_no_arm_holds_more_than_a_third_unless_it_leads():
     clock2 = Clock()
     p2 = Halving([Arm("ok", 100.0, 5.0), Arm("huge", 5000.0, 5.0)], 1200.0, clock2)
     assert p2.arms["huge"].status == "not run" and "over a third of the budget" in p2.arms["huge"].why
-    assert [s.arm for s in p2.next()] == ["ok"]
+    assert [s.arm for s in p2.ask()] == ["ok"]
 
 
 def test_slices_follow_the_estimates_for_short_and_long_budgets():
@@ -105,7 +105,8 @@ def test_slices_follow_the_estimates_for_short_and_long_budgets():
     short = Halving(arms(6, epoch=160.0, overhead=8.0), 300.0, Clock())
     admitted = [a for a in short.arms.values() if a.status == "waiting"]
     skipped = [a for a in short.arms.values() if a.status == "not run"]
-    assert 1 <= len(admitted) < 6 and all("first slice" in a.why for a in skipped)
+    assert 1 <= len(admitted) < 6 and all(a.kind == "not admitted" for a in skipped)
+    assert "of an epoch each" in skipped[0].why
     assert short.slice_s >= 8.0 + 0.25 * 160.0
     # 2 hours: all six run, each for more than an epoch in round 1
     long = Halving(arms(6, epoch=160.0, overhead=8.0), 7200.0, Clock())
@@ -115,17 +116,17 @@ def test_slices_follow_the_estimates_for_short_and_long_budgets():
 def test_parallel_slots_run_a_round_at_once_and_failures_stop_an_arm():
     clock = Clock()
     policy = Halving(arms(4), 1200.0, clock, parallel=4)
-    first = policy.next()
-    assert len(first) == 4 and policy.next() == []          # all four at once; none more until they report
+    first = policy.ask()
+    assert len(first) == 4 and policy.ask() == []          # all four at once; none more until they report
     assert first[0].seconds == pytest.approx(1200.0 / 3)    # rounds: 2 halving + the lead, each a third
     clock.now += first[0].seconds
     for i, s in enumerate(first):
         if i == 3:
-            policy.report(s.arm, error="RuntimeError: out of memory")
+            policy.tell(s.arm, error="RuntimeError: out of memory")
         else:
-            policy.report(s.arm, [(clock.now, 0.5 + i / 10)])
+            policy.tell(s.arm, [(clock.now, 0.5 + i / 10)])
     assert policy.arms["arm3"].status == "failed" and "out of memory" in policy.arms["arm3"].why
-    second = policy.next()
+    second = policy.ask()
     assert sorted(s.arm for s in second) == ["arm1", "arm2"]      # the better half of the three that ran
 
 
@@ -160,31 +161,67 @@ def test_a_leader_whose_score_saturates_trains_on_while_its_validation_loss_fall
     for improves, kind in ((True, "budget"), (False, "plateau")):
         clock = Clock()
         policy = Halving(arms(1), 600.0, clock)
-        while (slices := policy.next()):
+        while (slices := policy.ask()):
             s = slices[0]
             clock.now += s.seconds
-            policy.report(s.arm, [(clock.now, 1.0)], improved=improves)
+            policy.tell(s.arm, [(clock.now, 1.0)], improved=improves)
         policy.finish()
         arm = policy.arms["arm0"]
         assert arm.kind == kind, arm.why
         assert (clock.now - 500.0 > 550.0) == improves         # trained on to the budget's end, or stopped early
 
 
-def test_a_dear_arm_gets_its_least_slice_where_the_round_holds_it_and_the_cheaper_arms_make_room():
-    """Full fine-tuning needs 130 s for a first slice, the cached partial 35 s; with 250 s for the first round an even
-    split (125 s each) would refuse full for 5 s. It is admitted with its 130 s and the cheap arm gets the other 120."""
+def test_arms_of_a_round_train_to_the_same_progress_and_are_judged_there():
+    """Full fine-tuning's epoch costs 400 s, the cached partial's 60 s: a round gives both the same share of an epoch,
+    so full gets its seconds in proportion; judged at equal progress the arm that learns more per epoch survives,
+    though per second it is slower (which halving by seconds would have cut after 46 s)."""
     clock = Clock()
     arms = [Arm("cached", 60.0, 20.0), Arm("full", 400.0, 30.0), Arm("cached lr", 60.0, 20.0)]
-    policy = Halving(arms, 500.0, clock)
+    policy = Halving(arms, 500.0, clock, cap_seconds=900.0)     # the arms' 500 s of a 15-minute budget
     assert policy.queue == ["cached", "full"] and policy.arms["cached lr"].kind == "not admitted"
-    first = {s.arm: s.seconds for s in policy.next()}
-    clock.now += first["cached"]
-    policy.report("cached", [(clock.now, 0.9)])
-    first.update({s.arm: s.seconds for s in policy.next()})
-    assert first == pytest.approx({"cached": 120.0, "full": 130.0})
-    # an even split wherever no least slice is over it
-    even = Halving([Arm("a", 60.0, 20.0), Arm("b", 60.0, 20.0)], 500.0, Clock())
-    assert [s.seconds for s in even.next()] == pytest.approx([125.0])
+    target = (250.0 - 50.0) / 460.0       # a round's share (500 s over a round and the leader phase) buys this
+    first = {}
+    for name in ("cached", "full"):
+        [s] = policy.ask()
+        assert s.target == pytest.approx(target)
+        first[s.arm] = s.seconds
+        clock.now += s.seconds
+        policy.tell(s.arm, [(clock.now, {"cached": 0.90, "full": 0.93}[s.arm])], progress=target,
+                    train_seconds=s.seconds - arms[0 if name == "cached" else 1].overhead_seconds)
+    assert first == pytest.approx({"cached": 20.0 + 60.0 * target, "full": 30.0 + 400.0 * target})
+    assert policy.ask()[0].arm == "full" and policy.leader == "full"
+    assert policy.arms["cached"].kind == "halved" and "0.43 epochs" in policy.arms["cached"].why
+
+
+def test_a_slice_measured_slower_than_its_estimate_plans_the_next_for_the_rate_it_measured():
+    clock = Clock()
+    policy = Halving([Arm("a", 100.0, 5.0), Arm("b", 100.0, 5.0)], 2000.0, clock)
+    s = policy.ask()[0]
+    clock.now += s.seconds
+    # it trained only half the progress planned in its training seconds: an epoch costs twice the estimate
+    policy.tell(s.arm, [(clock.now, 0.8)], progress=s.target / 2, train_seconds=s.seconds - 5.0)
+    assert policy.arms[s.arm].epoch_seconds == pytest.approx(200.0)
+    assert policy.arms[s.arm].progress == pytest.approx(s.target / 2)
+
+
+def test_a_leader_stops_on_a_plateau_only_after_an_epoch_without_gain():
+    """Patience is in epochs: a leader whose half-epoch slices fail to improve twice in a row stops, not after one."""
+    clock = Clock()
+    policy = Halving([Arm("only", 100.0, 5.0)], 10000.0, clock)
+    scores = iter([0.80, 0.85, 0.85, 0.85, 0.85])
+    progress = 0.0
+    stopped_at = None
+    for i in range(5):
+        [s] = policy.ask() or [None]
+        if s is None:
+            stopped_at = i
+            break
+        clock.now += 55.0
+        progress += 0.5
+        policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0)
+    arm = policy.arms["only"]
+    assert arm.kind == "plateau" and arm.progress == pytest.approx(2.0) and stopped_at == 4
+    assert "1.0 epochs without beating 0.8500" in arm.why
 
 
 def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
@@ -200,10 +237,10 @@ def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
     group = three(30.0)
     policy = Halving(group, 1000.0, clock)
     assert [a.least_slice for a in group] == pytest.approx([55.0, 55.0, 60.0])
-    s = policy.next()[0]
+    s = policy.ask()[0]
     assert s.arm == "cached" and s.seconds >= 55.0
     clock.now += s.seconds
-    policy.report(s.arm, [(clock.now, 0.8)])
+    policy.tell(s.arm, [(clock.now, 0.8)])
     assert [a.least_slice for a in group] == pytest.approx([25.0, 25.0, 60.0])     # paid for the group
 
 
@@ -229,11 +266,11 @@ def test_what_a_finished_leader_leaves_goes_to_an_arm_that_was_not_admitted():
     clock = Clock()
     policy = Halving([Arm("cached", 50.0, 10.0), Arm("full", 80.0, 20.0)], 100.0, clock, cap_seconds=900.0)
     assert policy.queue == ["cached"] and policy.arms["full"].kind == "not admitted"
-    s = policy.next()[0]
+    s = policy.ask()[0]
     clock.now += 55.0
-    policy.report(s.arm, [(clock.now, 0.9)], finished=True)
-    nxt = policy.next()
+    policy.tell(s.arm, [(clock.now, 0.9)], finished=True)
+    nxt = policy.ask()
     assert [x.arm for x in nxt] == ["full"] and nxt[0].seconds == pytest.approx(45.0)
     clock.now += 45.0
-    policy.report("full", [(clock.now, 0.85)])
-    assert policy.next() == [] and policy.arms["cached"].kind == "finished"
+    policy.tell("full", [(clock.now, 0.85)])
+    assert policy.ask() == [] and policy.arms["cached"].kind == "finished"
