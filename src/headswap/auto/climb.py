@@ -60,9 +60,11 @@ class Climb:
         self.cheap_from: float | None = None    # left() when the cheap rungs began (their share is capped from it)
         self.dear: list[Rung] = []
         self.probe_seconds: dict[str, float] = {}
-        # (model, strategy): [(validation macro F1, rung, head state)] of the frozen rungs, for the arms to start from
+        # (model, strategy): [(validation macro F1, rung, head state, head kind)] of the frozen rungs, for the arms to
+        # start from
         self.heads: dict[tuple[str, str], list] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
+        self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
 
     # ---- one rung -----------------------------------------------------------------------------------
     def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
@@ -143,11 +145,23 @@ class Climb:
         first = {}
         for est, rung in ready:
             first[(rung.model, rung.strategy)] = min(first.get((rung.model, rung.strategy), est), est)
-        for _, rung in sorted(ready, key=lambda e: (e[1].model in self.misfit, first[(e[1].model, e[1].strategy)],
-                                                    e[1].head_fit != "logistic")):
+        # The prior orders a model's frozen heads as one: its first pays the encoding pass the others reuse.
+        proven = {}
+        for _, rung in ready:
+            key = (rung.model, rung.strategy)
+            proven[key] = min(proven.get(key, self._order(rung)), self._order(rung))
+        for _, rung in sorted(ready, key=lambda e: (e[1].model in self.misfit, proven[(e[1].model, e[1].strategy)],
+                                                    first[(e[1].model, e[1].strategy)], e[1].head_fit != "logistic")):
             self.run(rung)
         for rung in self.dear:
             self.run(rung)
+
+    def _order(self, rung: Rung) -> tuple:
+        """The prior's order: rungs whose family came near the winner before go first (none: today's order)."""
+        if self.prior is None:
+            return ()
+        from headswap.auto.prior import family
+        return self.prior.order(family(rung.kind, rung.strategy, rung.name, rung.regime))
 
     def run(self, rung: Rung) -> None:
         entry = entry_for(rung)
@@ -169,6 +183,12 @@ class Climb:
         if est > spare:
             return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(spare, 0))} that the fine-tuning arms "
                                     f"can spare beside their cheapest first slice")
+        if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
+            from headswap.auto.prior import UNPROVEN_SHARE, family
+            key = family(rung.kind, rung.strategy, rung.name, rung.regime)
+            if not self.prior.proven(key) and est > UNPROVEN_SHARE * self.budget:
+                return self.skip(entry, f"estimated {_dur(est)}; prior: "
+                                        + self.prior.why_unproven(key, UNPROVEN_SHARE * self.budget))
         tier = self.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000
@@ -196,7 +216,7 @@ class Climb:
                 if head is not None:
                     self.heads.setdefault((rung.model, rung.strategy), []).append(
                         (entry["validation_macro_f1"], label(entry),
-                         {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}))
+                         {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
                 self.best_reserve = self.costs.reserve(rung)

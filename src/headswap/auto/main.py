@@ -245,6 +245,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
                   finish=finish_seconds(n_test))
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
+    from headswap.auto.prior import Prior, load_table
+    climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]))
+    summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs}
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work

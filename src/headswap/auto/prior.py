@@ -1,0 +1,137 @@
+"""What auto learned from the project's own runs: which rungs won, or came within a point of the winner, on data of
+which shape (a portfolio, as auto-sklearn 2.0 and AutoGluon's zero-shot portfolios choose what to try first from
+past results).
+
+The table (prior.json beside this module) is rebuilt from results files by `python benchmarks/build_prior.py`, never
+written by hand: every auto run's results.json (benchmarks/results holds dozens) gives, for each candidate that ran,
+its family (model kind, strategy, rung: "causal · causal-embedding-mlp · linear head"), the data's shape (training
+texts, classes, out-of-scope label) and whether its validation macro F1 came within WITHIN of the run's best.
+
+auto reads it before the cheap rungs: a rung whose family never came within a point in any run, or that no run has
+tried, is "unproven", and takes at most UNPROVEN_SHARE of the budget before the arms start (SmolLM2's frozen head on
+an English intent set took 31% of 15 minutes for 0.68 where MiniLM's read 0.949); proven rungs run first. A family
+is judged on the most specific data it has runs of: this shape, then its size and classes, then any. With no table,
+today's order and no cap. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib.resources import files
+from pathlib import Path
+
+WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
+UNPROVEN_SHARE = 0.10      # of the budget: the most an unproven cheap rung may take before the arms start
+TABLE = "prior.json"
+
+
+def family(kind: str, strategy: str, rung: str | None, regime: str) -> str:
+    """A rung's family: its body's kind, strategy and rung name (regime when it has none)."""
+    return f"{kind} · {strategy} · {rung or regime}"
+
+
+def shape(n_train: int, n_classes: int, out_of_scope: bool) -> str:
+    """A coarse bucket of the data: training texts by decade, classes (2, up to 20, more), out-of-scope or not."""
+    size = "under 1k" if n_train < 1000 else "1k-10k" if n_train < 10000 else "10k+"
+    classes = "2" if n_classes <= 2 else "3-20" if n_classes <= 20 else "21+"
+    return f"{size} texts · {classes} classes" + (" · out-of-scope" if out_of_scope else "")
+
+
+def _runs(root: Path):
+    for path in sorted(root.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("auto"), dict) and data["auto"].get("candidates"):
+            yield path, data
+
+
+def build_table(root, kinds: dict[str, str]) -> dict:
+    """The prior from every auto results file under `root`: {family: {shape: {"ran", "within", "won"}}} and the
+    runs it read. kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
+    root = Path(root)
+    table: dict[str, dict[str, dict[str, int]]] = {}
+    runs = []
+    for path, data in _runs(root):
+        cands = [c for c in data["auto"]["candidates"] if c.get("status") == "ran"
+                 and isinstance(c.get("validation_macro_f1"), (int, float)) and c.get("tier") != "blend"]
+        if not cands:
+            continue
+        splits = data["meta"]["data"]
+        train = splits["train"]
+        n_train = train.get("used") or train.get("rows") or 0
+        classes = next((s["classes"] for s in (train, splits.get("validation"), splits.get("test"))
+                        if isinstance(s, dict) and s.get("classes")), None)
+        if not classes:        # an older file that did not record its classes: its shape is unknown
+            continue
+        settings = (data["meta"].get("args") or {}).get("settings") or {}
+        where = shape(n_train, len(classes), bool(settings.get("out_of_scope")))
+        best = max(c["validation_macro_f1"] for c in cands)
+        runs.append(str(path.relative_to(root)))
+        for c in cands:
+            if c["model"] == "tfidf" or c["model"] not in kinds:
+                continue
+            key = family(kinds[c["model"]], c["strategy"], c.get("rung"), c["regime"])
+            cell = table.setdefault(key, {}).setdefault(where, {"ran": 0, "within": 0, "won": 0})
+            cell["ran"] += 1
+            cell["within"] += c["validation_macro_f1"] >= best - WITHIN
+            cell["won"] += c["validation_macro_f1"] >= best
+    return {"within": WITHIN, "runs": runs, "families": {k: dict(sorted(v.items())) for k, v in sorted(table.items())}}
+
+
+def load_table() -> dict:
+    """The shipped table; an empty one where it is missing or unreadable (every rung then unproven)."""
+    try:
+        return json.loads(files("headswap.auto").joinpath(TABLE).read_text())
+    except (OSError, ValueError, ModuleNotFoundError):
+        return {"families": {}, "runs": []}
+
+
+class Prior:
+    """Asks the table about one run's data."""
+
+    def __init__(self, table: dict, n_train: int, n_classes: int, out_of_scope: bool):
+        self.families = table.get("families", {})
+        self.runs = len(table.get("runs", []))
+        self.shape = shape(n_train, n_classes, out_of_scope)
+
+        self.said = "data of this shape"
+
+    def _levels(self):
+        """Which table cells count, most specific first: this shape; its size and classes with or without an
+        out-of-scope label; any data."""
+        bare = self.shape.split(" · out-of-scope")[0]
+        return (("data of this shape", lambda w: w == self.shape),
+                ("data of this size and classes", lambda w: w.split(" · out-of-scope")[0] == bare),
+                ("any data", lambda w: True))
+
+    def evidence(self, key: str) -> tuple[int, int, str]:
+        """(runs it came within a point of the winner in, runs it ran in, on what), on the most specific data this
+        family has runs of."""
+        cells = self.families.get(key, {})
+        for said, match in self._levels():
+            here = [c for w, c in cells.items() if match(w)]
+            if here:
+                return sum(c["within"] for c in here), sum(c["ran"] for c in here), said
+        return 0, 0, "any data"
+
+    def proven(self, key: str) -> bool:
+        """Came within a point of the winner before; with no table at all, every rung is (today's rules)."""
+        return not self.families or self.evidence(key)[0] > 0
+
+    def order(self, key: str) -> tuple:
+        """Sort key: proven families first, the most often near the winner before the rest."""
+        within = self.evidence(key)[0]
+        return (within == 0, -within)
+
+    def why_unproven(self, key: str, share_seconds: float) -> str:
+        _, ran, said = self.evidence(key)
+        seen = (f"in none of the {ran} earlier runs on {said} that tried it did it come within "
+                f"{WITHIN * 100:g} point of the winner") if ran else f"none of the {self.runs} earlier runs tried it"
+        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget ({_dur(share_seconds)}) before the arms start"
+
+
+def _dur(seconds: float) -> str:
+    return "?" if not math.isfinite(seconds) else f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
