@@ -25,12 +25,17 @@ def char_words(text: str, spans: list[tuple[int, int]]) -> np.ndarray:
 
 
 def word_of(owner: np.ndarray, start: int, end: int) -> int:
-    """The word covering most of text[start:end] (a token's characters); -1 when none does (special tokens,
-    whitespace)."""
+    """The word covering most of text[start:end] (a token's characters); for a token of whitespace alone (a
+    byte-level BPE's lone space piece) the word after it; -1 for a token of no characters (special tokens) or
+    trailing whitespace."""
+    if end <= start:
+        return -1
     hit = owner[max(start, 0):max(end, 0)]
     hit = hit[hit >= 0]
     if not len(hit):
-        return -1
+        after = owner[end:]
+        after = after[after >= 0]
+        return int(after[0]) if len(after) else -1
     values, counts = np.unique(hit, return_counts=True)
     return int(values[np.argmax(counts)])
 
