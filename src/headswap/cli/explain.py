@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int_at_least(2), default=32,
                    help="Integrated Gradients interpolation steps (default: %(default)s)")
     add_runtime(p)
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no \"wrote\" line on stderr")
 
 
 def run(args) -> int:
