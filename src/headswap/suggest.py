@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,7 +172,7 @@ def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: i
                "duplicates_skipped": len(data) - sum(t in labelled for t in data.texts) - int(len(pool)),
                "prefilter": PREFILTER if strategy == DEFAULT and feats is not None else None,
                "mean_margin_chosen": float(np.mean(margin[picked])), "mean_margin_pool": float(np.mean(margin)),
-               "predicted_labels_chosen": dict(sorted(_count(r["predicted_label"] for r in out).items()))}
+               "predicted_labels_chosen": dict(sorted(Counter(r["predicted_label"] for r in out).items()))}
     return Suggestions(out, classes, summary)
 
 
@@ -196,11 +197,6 @@ def why(strategy, p, classes, k1, k2, m, pool_margins, group, clustered) -> str:
     if strategy == DEFAULT and clustered and group >= 0:
         text += f"; the most uncertain of its k-means group {group}"
     return text
-
-
-def _count(values):
-    from collections import Counter
-    return Counter(values)
 
 
 # ---- files ----------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="suggest-out", metavar="DIR", help="folder for the files; other files in it are "
                    "left alone (default: %(default)s)")
     add_runtime(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary lines on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary lines on stderr")
 
 
 def read_texts(path: str, text_column: str) -> tuple[list[int], list[str]]:
@@ -59,13 +59,14 @@ def run(args) -> int:
     from headswap.api import load_model
     from headswap.atomic import output_lock
     from headswap.model_dir import read_config
-    from headswap.suggest import suggest
+    from headswap.suggest import check_n, suggest
 
     check_output_dir("--out", args.out)
     read_config(Path(args.model_dir))     # a missing or damaged model is named before the data is read
     rows, texts = read_texts(args.data, args.text_column)
     labelled = read_texts(args.labelled, args.text_column)[1] if args.labelled else None
-    model = load_model(args.model_dir, progress=False, runtime=args.runtime)
+    check_n(args.n, len(set(texts) - set(labelled or ())), flag="-n")     # before the model loads
+    model = load_model(args.model_dir, progress=not args.quiet, runtime=args.runtime)   # a bar over the pool
     with output_lock(args.out):
         result = suggest(model, texts, args.n, exclude=labelled, strategy=args.strategy, seed=args.seed, rows=rows)
         extra = {"model": str(args.model_dir), "data": str(args.data), "labelled": args.labelled,
