@@ -5,6 +5,7 @@ and the server."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,8 @@ from headswap.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-SMS = "/work/shared/data/sms_spam"
+# /work/main/tests -> /work/shared/data locally; in CI the repo clone has shared/ beside it.
+SMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sms_spam"
 SPAM = ["win cash now", "free entry txt win to claim your prize", "urgent you have won", "win cash now call this number"]
 HAM = ["see you at noon", "running late sorry", "ok on my way home", "call me when you are free"]
 FILLER = "hello world this is a test. " * 8        # 96 tokens of the tiny tokenizer, in neither class
@@ -45,6 +47,8 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sms_tfidf(tmp_path_factory):
+    if not SMS.is_dir():
+        pytest.skip(f"{SMS} not present")
     d = pd.read_csv(f"{SMS}/train.csv")
     clf = TfidfClassifier().fit(d.text.tolist(), d.label.tolist())
     return clf, clf.save(tmp_path_factory.mktemp("sms-tfidf") / "m")
@@ -186,6 +190,8 @@ def test_occlusion_on_an_onnx_export_matches_occlusion_on_torch(world):
 
 @pytest.mark.slow
 def test_minilm_on_sms_spam_ranks_cue_words_above_function_words():
+    if not SMS.is_dir():
+        pytest.skip(f"{SMS} not present")
     d = pd.read_csv(f"{SMS}/train.csv").sample(600, random_state=0)
     clf = TextClassifier(model="minilm", regime="head-only", head="linear", head_fit="logistic", progress=False,
                          eval_fraction=0).fit(d.text.tolist(), d.label.tolist())

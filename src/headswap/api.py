@@ -348,13 +348,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from headswap.suggest import suggest
         return suggest(self, X, n, exclude, strategy, seed)
 
-    def explain(self, X, label: str | None = None, method: str = "auto", steps: int = 32, batch_size: int = 64):
-        """Why each text got its label: a headswap.explain.Explanation per text, with a signed score per word for
-        the predicted class (each predicted label of a multi-label model; `label` to ask about another).
-        Integrated Gradients on the embedding layer for a torch model, occlusion for an ONNX export."""
+    def explain(self, X, **kwargs):
+        """Why each text got its label, a score per word: headswap.explain.explain (label, method, steps)."""
         from headswap.explain import explain
-        self._check_fitted()
-        return explain(self, X, label=label, method=method, steps=steps, batch_size=batch_size)
+        return explain(self, X, **kwargs)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy; subset accuracy (every label right) for multi-label data."""

@@ -118,11 +118,10 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def labels_(self) -> list[str]:
         return [str(c) for c in self.classes_]
 
-    def explain(self, X, label: str | None = None, method: str = "auto", **kwargs):
-        """A headswap.explain.Explanation per text: each word's share of the decision score (its n-grams'
-        tf-idf values times their coefficients)."""
+    def explain(self, X, **kwargs):
+        """Each word's share of the decision score per text: headswap.explain.explain (label)."""
         from headswap.explain import explain
-        return explain(self, X, label=label, method=method, **kwargs)
+        return explain(self, X, **kwargs)
 
     # What predict, eval and serve read from any saved classifier.
     multi_label, strategy, model, runtime_ = False, "tfidf-logreg", KIND, "scikit-learn"

@@ -75,7 +75,7 @@ def explain(model, texts, label: str | None = None, method: str = "auto", steps:
     if method not in METHODS:
         raise HeadswapError(f"unknown explanation method {method!r}; choose one of {', '.join(METHODS)}")
     if not hasattr(model, "labels_"):
-        raise HeadswapError("explain needs a fitted classifier: call fit() or load one")
+        raise HeadswapError("this classifier is not fitted yet: call fit() or load a saved one to explain it")
     labels = [str(v) for v in model.labels_]
     if label is not None and str(label) not in labels:
         raise HeadswapError(f"label {label!r} is not one of the model's labels ({', '.join(labels)})")
@@ -112,8 +112,8 @@ def _predicted(model, row: np.ndarray) -> list[int]:
 
 
 def _method(model, method: str) -> str:
-    from headswap.tfidf import TfidfClassifier
-    is_tfidf = isinstance(model, TfidfClassifier)
+    # A TF-IDF model is told by its parts (headswap.tfidf imports this module: no isinstance).
+    is_tfidf = hasattr(model, "features_") and hasattr(getattr(model, "model_", None), "coef_")
     if method == "coefficients" and not is_tfidf:
         raise HeadswapError("method 'coefficients' explains a TF-IDF model; this one is "
                             f"{getattr(model, 'strategy', type(model).__name__)}")
