@@ -205,7 +205,7 @@ def to_csv(rows: list[dict]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(COLUMNS)
     for r in rows:
-        writer.writerow([r[c] for c in COLUMNS])
+        writer.writerow([f"{r[c]:.6f}" if isinstance(r[c], float) else r[c] for c in COLUMNS])   # no 7.3e-05
     return buf.getvalue()
 
 
