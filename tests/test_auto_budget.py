@@ -18,7 +18,7 @@ import headswap.auto.compete
 import headswap.bench.measure
 from cli_run import invoke
 from headswap.auto.main import auto
-from headswap.auto.budget import baseline_seconds, end_line, process_age
+from headswap.auto.budget import FINAL_MARGIN, Budget, baseline_seconds, end_line, process_age
 from headswap.auto.climb import Climb, entry_for
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
 from headswap.bench.measure import ProbeTooSlow, probe_timing
@@ -48,8 +48,8 @@ def _climb(enc, clock, budget, finish=2.0):
     start = clock()
     costs = Costs(len(data), 10, 10, 16)
     base = {"status": "ran", "validation_macro_f1": 0.5}
-    climb = Climb({"progress": False}, data, data, costs, budget, lambda: budget - (clock() - start),
-                  lambda _: None, None, base, finish=finish)
+    climb = Climb({"progress": False}, data, data, costs, Budget(budget, clock, start, finish=finish),
+                  lambda _: None, None, base)
     return climb, rungs[0]
 
 
@@ -81,14 +81,14 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
 
     monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
     climb, rung = _climb(enc, clock, budget=200.0, finish=5.0)
-    climb.best_reserve = 7.0                 # shipping the best so far stays possible whatever the probe does
+    climb.budget.ship = 7.0                 # shipping the best so far stays possible whatever the probe does
     spare = climb.spare()
-    assert spare == pytest.approx(200.0 - 5.0 - 7.0 - headswap.auto.climb.FINAL_MARGIN * 200.0)
+    assert spare == pytest.approx(200.0 - 5.0 - 7.0 - FINAL_MARGIN * 200.0)
     entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
     assert seen == [pytest.approx(spare / 4)]
     assert entry["status"] == "skipped" and entry["reason"].startswith("too slow for the")
-    assert climb.left() >= 5.0 + 7.0
+    assert climb.budget.left() >= 5.0 + 7.0
     assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], spare / 4))
 
 

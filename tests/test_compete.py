@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from headswap.auto.budget import Budget
 from headswap.auto.compete import compete
 from headswap.auto.ladder import Rung
 
@@ -87,8 +88,8 @@ class Runner:
 def climb_for(clock, budget=900.0):
     baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
     return types.SimpleNamespace(
-        costs=Costs(), budget=budget, finish=0.0, settings={}, entries=[], best=None, best_entry=baseline, heads={},
-        log=lambda msg: None, train=None, validation=None, left=lambda: budget - clock())
+        costs=Costs(), budget=Budget(budget, clock, 0.0), settings={}, entries=[], best=None, best_entry=baseline,
+        heads={}, log=lambda msg: None, train=None, validation=None)
 
 
 def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():

@@ -56,6 +56,7 @@ def test_a_family_is_judged_on_the_most_specific_data_it_has_runs_of(tmp_path):
 
 
 def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the_prior(monkeypatch):
+    from headswap.auto.budget import Budget
     from headswap.auto.climb import Climb
     from headswap.auto.ladder import Costs, Rung
 
@@ -63,7 +64,7 @@ def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the
         shape(15000, 151, False): {"ran": 3, "within": 0, "won": 0}}}}
     logged = []
     costs = Costs(15000, 1000, 0, 16)
-    climb = Climb({}, None, None, costs, 900.0, lambda: 800.0, logged.append, None, {"validation_macro_f1": 0.5})
+    climb = Climb({}, None, None, costs, Budget(900.0, lambda: 100.0), logged.append, None, {"validation_macro_f1": 0.5})
     climb.prior = Prior(table, 15000, 151, False)
     monkeypatch.setattr(Climb, "probe", lambda self, rung, entry, most=None: True)
     monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: (0.11 if rung.kind == "causal" else 0.09) * 900)

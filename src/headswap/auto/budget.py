@@ -15,6 +15,8 @@ import math
 import os
 import re
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 from headswap.errors import ConfigError
 
@@ -32,6 +34,8 @@ TFIDF_FIT_SECONDS = 1.5e-4
 TFIDF_FIT_SECONDS_PER_CLASS = 1e-5
 TFIDF_SCORE_SECONDS = 1e-4
 SAVE_SECONDS = 0.2            # saving the TF-IDF folder (0.02 s for 300 texts, 1.2 s for 16,000 on loaded cores)
+# Of the budget, kept free to the very end besides every reserve: the clock is read between steps, not during them.
+FINAL_MARGIN = 0.02
 DAY = 86400.0
 MAX_BUDGET_DAYS = 7     # a week: auto's longest budget (its arms train whole epochs from a few hours on)
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -53,6 +57,39 @@ def process_age() -> float:
         return max(0.0, time.time() - psutil.Process().create_time())
     except Exception:       # no psutil, or a platform it cannot read: count from now
         return 0.0
+
+
+@dataclass
+class Budget:
+    """auto's time, asked by every rule: one clock, what is left, and what is kept back to the end.
+
+    spare() is what may go to something that might not win (a probe, a rung, an arm's slice): what is left, less
+    `finish` (what the end takes whatever wins: scoring the baseline on test, the report, the exit), `ship` (shipping
+    the best so far: loading it, blending it, scoring test, saving and exporting; Costs.reserve of its rung) and the
+    final margin."""
+    seconds: float
+    clock: Callable[[], float] = time.perf_counter
+    started: float = 0.0
+    finish: float = 0.0
+    ship: float = 0.0
+
+    @property
+    def margin(self) -> float:
+        return FINAL_MARGIN * self.seconds
+
+    def spent(self) -> float:
+        return self.clock() - self.started
+
+    def left(self) -> float:
+        return self.seconds - self.spent()
+
+    def spare(self, ship: float | None = None) -> float:
+        """What is left less the finish, the room to ship (the best so far's, or `ship`) and the margin."""
+        return self.left() - self.finish - (self.ship if ship is None else ship) - self.margin
+
+    def over(self) -> bool:
+        """Whether only the margin is left."""
+        return self.left() <= self.margin
 
 
 def finish_seconds(n_test: int) -> float:

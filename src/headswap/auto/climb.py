@@ -13,9 +13,9 @@ import math
 import time
 from typing import Callable
 
+from headswap.auto.budget import Budget
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 
-FINAL_MARGIN = 0.02     # of the budget, kept free besides each rung's reserve: the clock is read between steps
 
 
 def entry_for(rung: Rung) -> dict:
@@ -44,14 +44,11 @@ def validation_f1(clf) -> float:
 class Climb:
     """Runs rungs, keeps the best classifier on validation macro F1 (ties: the earlier, cheaper one)."""
 
-    def __init__(self, settings: dict, train, validation, costs: Costs, budget: float, left: Callable[[], float],
-                 log: Callable[[str], None], best, best_entry: dict, finish: float = 0.0):
+    def __init__(self, settings: dict, train, validation, costs: Costs, budget: Budget,
+                 log: Callable[[str], None], best, best_entry: dict):
         self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
-        self.budget, self.left, self.log = budget, left, log
+        self.budget, self.log = budget, log
         self.best, self.best_entry = best, best_entry
-        # Kept free to the end, whatever runs: `finish` (the report, the exit: headswap.auto.budget) and what
-        # shipping the best so far takes (best_reserve), so that a rung or probe that does not win costs no overrun.
-        self.finish, self.best_reserve = finish, 0.0
         self.entries: list[dict] = []
         # Where fine-tuning arms compete after these rungs: what a cheap rung may take now and leave the cheapest
         # its first slice (besides which half of what is left is theirs); None where no arm can run
@@ -72,13 +69,12 @@ class Climb:
         self.log(f"  skip {label(entry)}: {reason}")
 
     def spare(self) -> float:
-        """Seconds that may go to something that might not win (a probe): what is left, less the finish, the room
-        to ship the best so far and the final margin."""
-        return self.left() - self.finish - self.best_reserve - FINAL_MARGIN * self.budget
+        """Seconds that may go to something that might not win (a probe): Budget.spare()."""
+        return self.budget.spare()
 
     def room(self, rung: Rung) -> float:
         """Seconds this rung may take: spare(), less what shipping it would take beyond shipping the best so far."""
-        return self.spare() - max(self.costs.reserve(rung) - self.best_reserve, 0.0)
+        return self.spare() - max(self.costs.reserve(rung) - self.budget.ship, 0.0)
 
     def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
         from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
@@ -106,7 +102,7 @@ class Climb:
                                   batches=batches, time_limit=limit, load_guess=self.load_seen.get(rung.model, 0.0))
         except ProbeTooSlow as e:
             self.probe_seconds[rung.model] = max(guess, spare - self.spare())    # the next probe's guess
-            self.skip(entry, f"too slow for the {_dur(self.left())} left: {e}")
+            self.skip(entry, f"too slow for the {_dur(self.budget.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
             entry.update({**_error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
@@ -123,15 +119,15 @@ class Climb:
         of the budget (halving.CAP) from when they began, less what they took."""
         from headswap.auto.policy import CAP
 
-        spent = 0.0 if self.cheap_from is None else self.cheap_from - self.left()
-        return CAP * self.budget - spent
+        spent = 0.0 if self.cheap_from is None else self.cheap_from - self.budget.left()
+        return CAP * self.budget.seconds - spent
 
     def run_all(self, ladder: list[Rung]) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
         (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.compete's arms."""
         cheap = [r for r in ladder if r.tier in ("static", "frozen")]
         self.dear = [r for r in ladder if r.tier not in ("static", "frozen")]
-        self.cheap_from = self.left()
+        self.cheap_from = self.budget.left()
         ready = []
         for rung in cheap:
             entry = entry_for(rung)
@@ -186,9 +182,9 @@ class Climb:
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
             from headswap.auto.prior import UNPROVEN_SHARE, family
             key = family(rung.kind, rung.strategy, rung.name, rung.regime)
-            if not self.prior.proven(key) and est > UNPROVEN_SHARE * self.budget:
+            if not self.prior.proven(key) and est > UNPROVEN_SHARE * self.budget.seconds:
                 return self.skip(entry, f"estimated {_dur(est)}; prior: "
-                                        + self.prior.why_unproven(key, UNPROVEN_SHARE * self.budget))
+                                        + self.prior.why_unproven(key, UNPROVEN_SHARE * self.budget.seconds))
         tier = self.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000
@@ -200,7 +196,7 @@ class Climb:
     def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
         if announce:
-            self.log(f"  {label(entry)}: estimated {_dur(entry['estimated_seconds'])} ({_dur(self.left())} left)")
+            self.log(f"  {label(entry)}: estimated {_dur(entry['estimated_seconds'])} ({_dur(self.budget.left())} left)")
         settings = {**rung.settings(self.settings), **extra, "time_limit": time_limit,
                     "epochs": rung.epochs if epochs is None else epochs}
         if eval_every:
@@ -219,7 +215,7 @@ class Climb:
                          {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
-                self.best_reserve = self.costs.reserve(rung)
+                self.budget.ship = self.costs.reserve(rung)
         clf = None
         gc.collect()
 

@@ -51,7 +51,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
     (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
     `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
-    from headswap.auto.climb import FINAL_MARGIN, entry_for, label
+    from headswap.auto.climb import entry_for, label
     from headswap.auto.policy import CAP
 
     def kept_out(entry: dict, kind: str) -> None:
@@ -63,7 +63,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     for rung in rungs:
         entry = entry_for(rung)
         entries.append(entry)
-        if climb.left() <= FINAL_MARGIN * climb.budget:
+        if climb.budget.over():
             climb.skip(entry, "the budget was spent before this rung")
             kept_out(entry, "budget")
             continue
@@ -73,7 +73,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
             continue
         if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
             plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
-            if _least_slice(climb.costs, rung) <= CAP * climb.budget * max(1, parallel):
+            if _least_slice(climb.costs, rung) <= CAP * climb.budget.seconds * max(1, parallel):
                 continue
         else:
             too_slow = entry.get("reason", "").startswith("too slow")
@@ -101,7 +101,7 @@ def _probe_limit(climb, rung) -> float:
     from headswap.auto.policy import CAP, GRACE_EPOCHS
 
     steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
-    return 2 * 8 * CAP * climb.budget / steps
+    return 2 * 8 * CAP * climb.budget.seconds / steps
 
 
 def _least_slice(c, rung) -> float:
@@ -124,9 +124,7 @@ def _costs(c, rung) -> tuple[float, float, int]:
 def _reserve(climb, plans: list) -> float:
     """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
     (an arm too dear for that does not decide how much the others keep back)."""
-    from headswap.auto.climb import FINAL_MARGIN
-
-    c, left = climb.costs, climb.left() - climb.finish - FINAL_MARGIN * climb.budget
+    c, left = climb.costs, climb.budget.spare(ship=0.0)
     fits = []
     for rung, _, _ in plans:
         if _least_slice(c, rung) + c.reserve(rung) <= left:
@@ -137,9 +135,7 @@ def _reserve(climb, plans: list) -> float:
 def _arms_room(climb, plans: list) -> float:
     """What the arms would share if they began now: what is left, less the finish, the room to ship the winner and
     the final margin."""
-    from headswap.auto.climb import FINAL_MARGIN
-
-    return climb.left() - climb.finish - _reserve(climb, plans) - FINAL_MARGIN * climb.budget
+    return climb.budget.spare(ship=_reserve(climb, plans))
 
 
 def arms_can_run(climb, plans: list) -> bool:
@@ -218,7 +214,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
         jobs[name] = (rung, settings, entry)
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
-    policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget)
+    policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds)
     log(f"  successive halving: {len(policy.queue)} of {len(arms)} arms get a first slice of about "
         f"{_dur(policy.slice_s)} ({_dur(max(room, 0))} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}

@@ -127,7 +127,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap import __version__
     from headswap.atomic import write_text
     from headswap.bench.html_report import model_display_name
-    from headswap.auto.climb import FINAL_MARGIN, Climb
+    from headswap.auto.budget import Budget
+    from headswap.auto.climb import Climb
     from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
     from headswap.bench.measure import _machine
@@ -185,13 +186,13 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                                            label_column)
     n_test = len(test) if test is not None else 0
     n_classes = len(set(train.labels))
-    check_budget(budget_seconds, clock() - started, len(train), len(validation), n_test, n_classes)
+    budget = Budget(budget_seconds, clock, started, finish=finish_seconds(n_test))
+    check_budget(budget_seconds, budget.spent(), len(train), len(validation), n_test, n_classes)
     warm_up_charts()
     # A model not yet converted into the cache converts at its first load (the vocabulary check's), in the budget:
     # one whose conversion leaves no time to use it is skipped before it starts.
-    spare = budget_seconds - (clock() - started) - FINAL_MARGIN * budget_seconds \
-        - baseline_seconds(len(train), len(validation), n_test, n_classes)
-    models, unconvertible = _convertible(models, specs, spare)
+    baseline_s = baseline_seconds(len(train), len(validation), n_test, n_classes) - budget.finish
+    models, unconvertible = _convertible(models, specs, budget.spare(ship=baseline_s))
     unavailable += unconvertible
     from headswap.quiet import no_progress_bars
     with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
@@ -200,9 +201,6 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                                   full["head"], chunking=full.get("chunk_stride") is not None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-
-    def left() -> float:
-        return budget_seconds - (clock() - started)
 
     candidates = []      # one entry per (model, strategy, regime): what auto knew, did and measured
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -220,9 +218,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                                                      for s in unavailable + skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation"
         + (f", {n_test} test texts" if test is not None else " texts and no test set") + "; budget "
-        f"{_fmt_duration(budget_seconds)} ({_fmt_duration(clock() - started)} of it spent starting up); a ladder "
+        f"{_fmt_duration(budget_seconds)} ({_fmt_duration(budget.spent())} of it spent starting up); a ladder "
         f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
-    for line in filter(None, [end_line(budget_seconds, clock() - started), fit_note(fits), *summary["warnings"]]):
+    for line in filter(None, [end_line(budget_seconds, budget.spent()), fit_note(fits), *summary["warnings"]]):
         log(line)
     for line in split_lines(sizes, held_only=True):
         log(f"  {line}")
@@ -242,8 +240,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # 2. The cheap rungs of the ladder within the budget (headswap.auto.climb); frozen rungs of one model share
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
     costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes, blends=blend)
-    climb = Climb(settings, train, validation, costs, budget_seconds, left, log, best, best_entry,
-                  finish=finish_seconds(n_test))
+    climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     from headswap.auto.prior import Prior, load_table
     climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]))
@@ -326,7 +323,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
 
     def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
-        summary["elapsed_seconds"] = meta["elapsed_seconds"] = clock() - started
+        summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
         summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
         write_json(results, out / "results.json")
         write_text(out / "results.md", render_markdown(results))
