@@ -130,3 +130,28 @@ def test_cli_trains_on_from_a_model_and_refuses_another_body_in_one_line(world, 
         lines = [line for line in err.splitlines() if line.strip()]
         assert rc == 2 and len(lines) == 1 and named in lines[0] and "--init-from" in lines[0], err
         assert "Traceback" not in err and not (tmp_path / "refused" / model_dir.CONFIG_FILE).exists()
+
+
+def test_slm_logits_grows_its_sliced_lm_head_with_the_new_class_first_token_row(tmp_path):
+    from tiny_models import make_tiny_causal
+    lm = str(make_tiny_causal(tmp_path / "lm"))
+    texts, labels = rows(["sport", "food"], 1)
+    common = dict(strategy="slm-logits", model=lm, epochs=1, batch_size=8, eval_fraction=0, progress=False,
+                  temperature_scaling=False)
+    TextClassifier(regime="lora", **common).fit(texts, labels).save(tmp_path / "parent")
+    parent = Parent.read(tmp_path / "parent")
+
+    def built(start):
+        clf = TextClassifier(regime="lora", **common)
+        clf.fitted_ = Fitted.for_labels(["food", "sport", "weather"])
+        clf.parent_start_ = start
+        clf._build(texts=texts)
+        return model_dir.trained_state(clf.module_)
+    grown, fresh = built(parent), built(None)
+    head = [k for k in grown if k.startswith("head.") and grown[k].shape[0] == 3]
+    assert head
+    for k in head:
+        assert torch.equal(grown[k][:2], parent.weights[k]) and torch.equal(grown[k][2], fresh[k][2]), k
+    lora = [k for k in parent.weights if "lora" in k]
+    assert lora and all(torch.equal(grown[k], parent.weights[k]) for k in lora)
+    assert any(not torch.equal(parent.weights[k], fresh[k]) for k in lora)    # the parent's adapters trained
