@@ -42,6 +42,7 @@ TEXT_CASES = {
     ("train", "--model"): ["no-such-model"], ("train", "--prompt"): ["@missing-prompt.txt"],
     ("train", "--descriptions"): ["missing-descriptions.csv"], ("train", "--class-weight"): ["balance", "w.csv"],
     ("train", "--label-separator"): [""], ("train", "--out-of-scope"): [""],
+    ("train", "--init-from"): ["nope", "{dir}", "{file}"],
     ("eval", "--model-dir"): ["nope"], ("eval", "--data"): ["nope.csv"], ("eval", "--text-column"): ["nosuch"],
     ("eval", "--label-column"): ["nosuch"], ("eval", "--out"): ["{file}"],
     ("predict", "--model-dir"): ["nope"], ("predict", "--data"): ["nope.csv"], ("predict", "--text-column"): ["nosuch"],
