@@ -10,7 +10,10 @@ from __future__ import annotations
 import gc
 import math
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from headswap.auto.runners import Runner
 
 LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 # A learning-rate variant must beat the best validation macro F1 so far by more than this to become the best:
@@ -185,7 +188,7 @@ def _to_beat(climb, entry: dict, before: float | None) -> float:
 
 
 def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
-            runner=None) -> None:
+            runner: "Runner | None" = None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
     from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped

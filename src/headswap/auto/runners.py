@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 
 def slice_points(history: list[dict], seen: int, build_seconds: float, train_seconds: float,
@@ -95,6 +96,23 @@ def _best(history: list[dict]) -> tuple:
 def clean_for_shipping(clf) -> None:
     """The winner does not carry the arm's slicing (checkpoint folder, resume, the last slice's time limit)."""
     clf.set_params(checkpoint_dir=None, resume=False, time_limit=None)
+
+
+class Runner(Protocol):
+    """Where an arm's slices run (compete() drives it; the policy never sees it): `parallel` slices at once; start()
+    begins one, wait() returns a finished one as (arm name, its classifier or bytes or None, its result), busy says
+    whether one is running or waiting to be collected, close() frees what it holds."""
+
+    parallel: int
+
+    def start(self, name: str, rung, settings: dict, seen: int) -> None: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+    def wait(self) -> tuple[str, object, dict]: ...
+
+    def close(self) -> None: ...
 
 
 class LocalArms:
