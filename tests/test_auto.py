@@ -216,7 +216,7 @@ def rated(monkeypatch, score):
 
 
 def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(world, tmp_path, monkeypatch):
-    from headswap.auto.main import LR_GRID, lr_neighbours
+    from headswap.auto.compete import LR_GRID, lr_neighbours
     _, enc, _, data = world
     assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None
@@ -240,7 +240,7 @@ def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(wor
 
 
 def test_a_learning_rate_variant_wins_only_by_a_clear_margin(world, tmp_path, monkeypatch):
-    from headswap.auto.main import LR_MARGIN
+    from headswap.auto.compete import LR_MARGIN
     _, enc, _, data = world
     rated(monkeypatch, {3e-5: 1.5, 1e-4: 1.5 + LR_MARGIN / 2, 1e-5: 1.4}.get)   # 1e-4: better, within the margin
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=tmp_path / "out", progress=False,

@@ -38,9 +38,8 @@ from typing import Callable, Sequence
 
 from headswap.auto.report import render_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
-                                   parse_duration, warm_up_charts)  # noqa: F401 (parse_duration: as before)
+                                   warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
-from headswap.auto.compete import LR_GRID, LR_MARGIN, lr_neighbours  # noqa: F401 (as before: auto's rate grid)
 from headswap.errors import ConfigError, ModelNotAvailable
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -134,54 +133,21 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
     from headswap.inference import feature_cache
-    from headswap.bench.report import _error_fields, _fmt_duration, _metric_fields, split_lines, write_json
-    from headswap.models import resolve_model
-    from headswap.runtime import QUANTIZE
-    from headswap.settings import check as check_settings
+    from headswap.bench.report import _fmt_duration, split_lines, write_json
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
-    from headswap.settings import defaults
     from headswap.tfidf import TfidfClassifier
 
     from headswap.bench.report import check_run_folder
     check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started
-    if not budget_seconds or budget_seconds <= 0:
-        raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
-    check_budget_length(budget_seconds, f"{budget_seconds:g} s")
-    if not (arm_cpus > 0 and arm_gpus >= 0):
-        raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
-                          f"{arm_gpus:g} GPUs")
-    if quantize not in QUANTIZE:
-        raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
-    bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label", "time_limit"})
-    if bad:
-        raise ConfigError(f"auto takes TextClassifier settings other than strategy, model, multi_label and time_limit "
-                          f"(it gives each rung its share of the budget); got {bad}")
-    settings = {"epochs": 1, **settings}
-    if settings["epochs"] < 1:
-        raise ConfigError("auto trains its candidates: epochs must be >= 1")
-    check_settings(settings)
-    full = {**defaults(), **settings}
+    settings, full = _checked(budget_seconds, arm_cpus, arm_gpus, quantize, settings)
     names = parse_strategies(strategies)
     from headswap.bench.plan import BenchData, bench_files
     in_memory = isinstance(data_dir, BenchData)           # AutoClassifier.fit's splits
     if not in_memory:
         bench_files(data_dir, test_fraction, who="auto")  # before the models: a wrong path or fraction at once
-    defaulted = models is None
-    models = default_models() if defaulted else models
-    models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
-    if not models:
-        raise ConfigError("no models given")
-    specs, unavailable = {}, []
-    for m in models:     # fails early on a model that is not available; a default one is skipped, saying why
-        try:
-            specs[m] = resolve_model(m)
-        except ModelNotAvailable as e:
-            if not defaulted:
-                raise
-            unavailable.append({"model": m, "strategy": "all", "regime": "", "reason": f"not installed: {e}"})
-    models = [m for m in models if m in specs]
+    models, specs, unavailable = _models(models)
     train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column,
                                            label_column)
     n_test = len(test) if test is not None else 0
@@ -295,33 +261,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         shipped = load_model(target, progress=False)
     del best
     gc.collect()
-    for clf, entry, is_baseline in ((baseline, candidates[0], True), (shipped, best_entry, False)):
-        if test is None or (is_baseline and best_entry is candidates[0]):
-            continue       # no test set; or the baseline won: one row
-        m = clf.evaluate(test.texts, test.labels)
-        row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
-               if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
-               "regime": entry["regime"], "epochs": entry.get("epochs"),
-               **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
-               "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
-               "runtime": getattr(clf, "runtime_", None), **_metric_fields(m),
-               "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
-               "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
-               "total_params": int(m.extra.get("total_params", 0) or 0),
-               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
-               **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
-        if "calibration" in m.extra:
-            row["calibration"] = m.extra["calibration"]
-        if m.extra.get("out_of_scope"):     # headswap.oos: the chosen score, every score's AUROC, the decisions
-            row["out_of_scope"] = m.extra["out_of_scope"]
-        elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
-            from headswap.bench.baseline import tfidf_reject_block
-            row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
-                                                     full["reject_metric"], full["reject_target"])
-        results["rows"].append(row)
-        log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
-            f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
-
+    results["rows"] += _test_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), test, validation,
+                                  best_entry, candidates[0], specs, full, log)
     def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
         summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
         summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
@@ -348,6 +289,91 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     log(f"wrote {target} and the report ({out / 'results.md'}); used {_fmt_duration(summary['elapsed_seconds'])} "
         f"of budget {_fmt_duration(budget_seconds)}")
     return results
+
+
+def _checked(budget_seconds: float, arm_cpus: float, arm_gpus: float, quantize: str, settings: dict
+             ) -> tuple[dict, dict]:
+    """The options checked before anything is read: (the candidates' settings, with every default filled in)."""
+    from headswap.runtime import QUANTIZE
+    from headswap.settings import check as check_settings
+    from headswap.settings import defaults
+
+    if not budget_seconds or budget_seconds <= 0:
+        raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
+    check_budget_length(budget_seconds, f"{budget_seconds:g} s")
+    if not (arm_cpus > 0 and arm_gpus >= 0):
+        raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
+                          f"{arm_gpus:g} GPUs")
+    if quantize not in QUANTIZE:
+        raise ConfigError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE)}")
+    bad = sorted(set(settings) - set(defaults()) | set(settings) & {"strategy", "model", "multi_label", "time_limit"})
+    if bad:
+        raise ConfigError(f"auto takes TextClassifier settings other than strategy, model, multi_label and time_limit "
+                          f"(it gives each rung its share of the budget); got {bad}")
+    settings = {"epochs": 1, **settings}
+    if settings["epochs"] < 1:
+        raise ConfigError("auto trains its candidates: epochs must be >= 1")
+    check_settings(settings)
+    full = {**defaults(), **settings}
+    return settings, full
+
+
+def _models(models) -> tuple[list[str], dict, list[dict]]:
+    """(the models to try, their specs, a skip record for each default one not installed); a model the user named
+    that is not available fails at once."""
+    from headswap.models import resolve_model
+
+    defaulted = models is None
+    models = default_models() if defaulted else models
+    models = list(dict.fromkeys(str(m) for m in ([models] if isinstance(models, str) else models)))
+    if not models:
+        raise ConfigError("no models given")
+    specs, unavailable = {}, []
+    for m in models:     # fails early on a model that is not available; a default one is skipped, saying why
+        try:
+            specs[m] = resolve_model(m)
+        except ModelNotAvailable as e:
+            if not defaulted:
+                raise
+            unavailable.append({"model": m, "strategy": "all", "regime": "", "reason": f"not installed: {e}"})
+    models = [m for m in models if m in specs]
+    return models, specs, unavailable
+
+
+def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
+               ) -> list[dict]:
+    """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
+    from headswap.bench.report import _metric_fields
+
+    rows = []
+    for clf, entry, is_baseline in scored:
+        if test is None or (is_baseline and best_entry is baseline_entry):
+            continue       # no test set; or the baseline won: one row
+        m = clf.evaluate(test.texts, test.labels)
+        row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
+               if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
+               "regime": entry["regime"], "epochs": entry.get("epochs"),
+               **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
+               "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
+               "runtime": getattr(clf, "runtime_", None), **_metric_fields(m),
+               "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
+               "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
+               "total_params": int(m.extra.get("total_params", 0) or 0),
+               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
+               **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
+        if "calibration" in m.extra:
+            row["calibration"] = m.extra["calibration"]
+        if m.extra.get("out_of_scope"):     # headswap.oos: the chosen score, every score's AUROC, the decisions
+            row["out_of_scope"] = m.extra["out_of_scope"]
+        elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
+            from headswap.bench.baseline import tfidf_reject_block
+            row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
+                                                     full["reject_metric"], full["reject_target"])
+        rows.append(row)
+        log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
+            f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
+
+    return rows
 
 
 def _data_warnings(train, validation, settings: dict) -> list[str]:
