@@ -179,19 +179,21 @@ class Climb:
         if est > spare:
             return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(spare, 0))} that the fine-tuning arms "
                                     f"can spare beside their cheapest first slice")
+        most = room      # what the rung may train for: a rung the prior never saw pay, a tenth of the budget
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
             from headswap.auto.prior import UNPROVEN_SHARE, family
             key = family(rung.kind, rung.strategy, rung.name, rung.regime)
-            if not self.prior.proven(key) and est > UNPROVEN_SHARE * self.budget.seconds:
-                return self.skip(entry, f"estimated {_dur(est)}; prior: "
-                                        + self.prior.why_unproven(key, UNPROVEN_SHARE * self.budget.seconds))
+            if not self.prior.proven(key):
+                most = min(room, UNPROVEN_SHARE * self.budget.seconds)
+                if est > most:
+                    return self.skip(entry, f"estimated {_dur(est)}; prior: " + self.prior.why_unproven(key, most))
         tier = self.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000
             # texts a second encoder's frozen pass took 278 s of 900 for validation 0.62 while the arms got 4 min.
             return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(tier, 0))} left of the cheap rungs' "
                                     f"third of the budget (the fine-tuning arms get the rest)")
-        return self.train_rung(rung, entry, time_limit=max(room - c.load_seconds(rung), 1.0))
+        return self.train_rung(rung, entry, time_limit=max(most - c.load_seconds(rung), 1.0))
 
     def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:

@@ -130,7 +130,7 @@ class Prior:
         _, ran, said = self.evidence(key)
         seen = (f"in none of the {ran} earlier runs on {said} that tried it did it come within "
                 f"{WITHIN * 100:g} point of the winner") if ran else f"none of the {self.runs} earlier runs tried it"
-        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget ({_dur(share_seconds)}) before the arms start"
+        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start ({_dur(share_seconds)} here)"
 
 
 def _dur(seconds: float) -> str:
