@@ -138,8 +138,8 @@ def end_line(budget: float, spent: float) -> str | None:
 def _plain(seconds: float) -> str:
     if seconds < 10:
         return f"{seconds:.1f} s"
-    from headswap.bench.report import _fmt_duration
-    return _fmt_duration(seconds)
+    from headswap.bench.report_text import duration
+    return duration(seconds)
 
 
 def warm_up_charts() -> None:

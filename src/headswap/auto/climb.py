@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from headswap.auto.budget import Budget
+from headswap.bench.report_text import duration
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 
 
@@ -88,8 +89,8 @@ class Climb:
         # its guess is left to spend, and may take a quarter of it; one that does not finish in that is stopped
         # between steps and says the rung is too dear.
         if spare < 2 * guess:
-            self.skip(entry, f"not timed: {_dur(max(spare, 0))} left to spend, and timing it takes about "
-                             f"{_dur(guess)}")
+            self.skip(entry, f"not timed: {duration(max(spare, 0))} left to spend, and timing it takes about "
+                             f"{duration(guess)}")
             return False
         limit = min(spare / 4, most)
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
@@ -102,7 +103,7 @@ class Climb:
                                   batches=batches, time_limit=limit, load_guess=self.load_seen.get(rung.model, 0.0))
         except ProbeTooSlow as e:
             self.probe_seconds[rung.model] = max(guess, spare - self.spare())    # the next probe's guess
-            self.skip(entry, f"too slow for the {_dur(self.budget.left())} left: {e}")
+            self.skip(entry, f"too slow for the {duration(self.budget.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
             entry.update({**_error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
@@ -172,12 +173,12 @@ class Climb:
         later = self.arms_spare is not None
         share = room / 2 if later else room     # fine-tuning arms wait: half of what is left stays theirs
         if est > share:
-            return self.skip(entry, f"estimated {_dur(est)}, over {_dur(max(share, 0))}: "
-                                    + ("half of " if later else "") + f"the {_dur(max(room, 0))} left after "
-                                    f"keeping {_dur(c.reserve(rung))} to ship it")
+            return self.skip(entry, f"estimated {duration(est)}, over {duration(max(share, 0))}: "
+                                    + ("half of " if later else "") + f"the {duration(max(room, 0))} left after "
+                                    f"keeping {duration(c.reserve(rung))} to ship it")
         spare = self.arms_spare() if later else math.inf
         if est > spare:
-            return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(spare, 0))} that the fine-tuning arms "
+            return self.skip(entry, f"estimated {duration(est)}, over the {duration(max(spare, 0))} that the fine-tuning arms "
                                     f"can spare beside their cheapest first slice")
         most = room      # what the rung may train for: a rung the prior never saw pay, a tenth of the budget
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
@@ -186,19 +187,19 @@ class Climb:
             if not self.prior.proven(key):
                 most = min(room, UNPROVEN_SHARE * self.budget.seconds)
                 if est > most:
-                    return self.skip(entry, f"estimated {_dur(est)}; prior: " + self.prior.why_unproven(key, most))
+                    return self.skip(entry, f"estimated {duration(est)}; prior: " + self.prior.why_unproven(key, most))
         tier = self.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000
             # texts a second encoder's frozen pass took 278 s of 900 for validation 0.62 while the arms got 4 min.
-            return self.skip(entry, f"estimated {_dur(est)}, over the {_dur(max(tier, 0))} left of the cheap rungs' "
+            return self.skip(entry, f"estimated {duration(est)}, over the {duration(max(tier, 0))} left of the cheap rungs' "
                                     f"third of the budget (the fine-tuning arms get the rest)")
         return self.train_rung(rung, entry, time_limit=max(most - c.load_seconds(rung), 1.0))
 
     def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
         if announce:
-            self.log(f"  {label(entry)}: estimated {_dur(entry['estimated_seconds'])} ({_dur(self.budget.left())} left)")
+            self.log(f"  {label(entry)}: estimated {duration(entry['estimated_seconds'])} ({duration(self.budget.left())} left)")
         settings = {**rung.settings(self.settings), **extra, "time_limit": time_limit,
                     "epochs": rung.epochs if epochs is None else epochs}
         if eval_every:
@@ -245,9 +246,3 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     if clf is not None:
         log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
     return clf
-
-
-def _dur(seconds: float) -> str:
-    from headswap.bench.report import _fmt_duration
-
-    return _fmt_duration(seconds) if math.isfinite(seconds) else "?"

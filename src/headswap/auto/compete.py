@@ -192,7 +192,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
     from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped
-    from headswap.auto.climb import _dur
+    from headswap.bench.report_text import duration
     from headswap.auto.policy import Arm, Halving
 
     c, log = climb.costs, climb.log
@@ -219,7 +219,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
     policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds)
     log(f"  successive halving: {len(policy.queue)} of {len(arms)} arms get a first slice of about "
-        f"{_dur(policy.slice_s)} ({_dur(max(room, 0))} to share, {runner.parallel} at a time)")
+        f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}
     best_blob = None
     try:
@@ -228,8 +228,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                 rung, settings, entry = jobs[s.arm]
                 arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
                 overhead = arm.overhead_seconds + arm.once_seconds
-                log(f"  {s.arm}: slice of {_dur(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
-                    f"{_dur(policy.left())} left)")
+                log(f"  {s.arm}: slice of {duration(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
+                    f"{duration(policy.left())} left)")
                 runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
                              seen.get(s.arm, 0))
             if not runner.busy:

@@ -76,7 +76,7 @@ def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str
     """`models` less those whose first load would convert them into the model cache for longer than `spare`
     seconds leave room to then time one of their rungs, and a skip record for each of those."""
     from headswap.auto.ladder import PROBE_GUESS
-    from headswap.bench.report import _fmt_duration
+    from headswap.bench.report_text import duration
     from headswap.models import conversion_seconds
 
     kept, skipped = [], []
@@ -85,8 +85,8 @@ def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str
         timing = 2 * PROBE_GUESS.get(specs[m].kind, 30.0)    # the least room climb asks to time a rung
         if convert and convert + timing > spare:
             skipped.append({"model": m, "strategy": "all", "regime": "", "reason": (
-                f"not in the model cache yet: converting it takes about {_fmt_duration(convert)} (once) and timing "
-                f"a first rung {_fmt_duration(timing)} more, over the {_fmt_duration(max(spare, 0))} this budget "
+                f"not in the model cache yet: converting it takes about {duration(convert)} (once) and timing "
+                f"a first rung {duration(timing)} more, over the {duration(max(spare, 0))} this budget "
                 f"leaves; a run with a larger budget converts it for the next ones")})
         else:
             kept.append(m)
@@ -133,7 +133,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.bench.measure import _machine
     from headswap.bench.plan import parse_strategies
     from headswap.inference import feature_cache
-    from headswap.bench.report import _fmt_duration, split_lines, write_json
+    from headswap.bench.report import split_lines, write_json
+    from headswap.bench.report_text import duration
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.tfidf import TfidfClassifier
 
@@ -184,7 +185,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                                                      for s in unavailable + skipped], "auto": summary}
     log(f"headswap auto: {len(train)} train, {len(validation)} validation"
         + (f", {n_test} test texts" if test is not None else " texts and no test set") + "; budget "
-        f"{_fmt_duration(budget_seconds)} ({_fmt_duration(budget.spent())} of it spent starting up); a ladder "
+        f"{duration(budget_seconds)} ({duration(budget.spent())} of it spent starting up); a ladder "
         f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
     for line in filter(None, [end_line(budget_seconds, budget.spent()), fit_note(fits), *summary["warnings"]]):
         log(line)
@@ -286,8 +287,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     except ImportError:
         pass
     write_results()
-    log(f"wrote {target} and the report ({out / 'results.md'}); used {_fmt_duration(summary['elapsed_seconds'])} "
-        f"of budget {_fmt_duration(budget_seconds)}")
+    log(f"wrote {target} and the report ({out / 'results.md'}); used {duration(summary['elapsed_seconds'])} "
+        f"of budget {duration(budget_seconds)}")
     return results
 
 

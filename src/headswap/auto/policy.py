@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Sequence
 
+from headswap.bench.report_text import duration
+
 ETA = 2                     # survivors per round: the better 1/ETA
 CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation
 GRACE_EPOCHS = 0.25         # the least share of an epoch an arm trains before it is judged
@@ -169,9 +171,9 @@ class Halving:
         for a in arms:
             if a.least_slice > self.cap:
                 dear.append(a)
-                self._stop(a, Stop.TOO_DEAR, f"its least slice ({_s(a.overhead_seconds + a.once_seconds)} of loading "
-                           f"and start-up and {GRACE_EPOCHS:.0%} of a {_s(a.epoch_seconds)} epoch) is over a third of "
-                           f"the budget ({_s(self.cap)}), and it would not be the only arm", ArmStatus.NOT_RUN)
+                self._stop(a, Stop.TOO_DEAR, f"its least slice ({duration(a.overhead_seconds + a.once_seconds)} of loading "
+                           f"and start-up and {GRACE_EPOCHS:.0%} of a {duration(a.epoch_seconds)} epoch) is over a third of "
+                           f"the budget ({duration(self.cap)}), and it would not be the only arm", ArmStatus.NOT_RUN)
             else:
                 fit.append(a)
         if not fit and dear:
@@ -185,8 +187,8 @@ class Halving:
         admitted, refused = [], math.inf
         for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
             if a.least_slice >= SAME_COST * refused:
-                self._stop(a, Stop.NOT_ADMITTED, f"an arm before it that costs about as much or less ({_s(refused)} "
-                                                 f"at least, this one {_s(a.least_slice)}) got no first slice",
+                self._stop(a, Stop.NOT_ADMITTED, f"an arm before it that costs about as much or less ({duration(refused)} "
+                                                 f"at least, this one {duration(a.least_slice)}) got no first slice",
                            ArmStatus.NOT_RUN)
             elif self._epochs(admitted + [a], budget) is not None:
                 admitted.append(a)
@@ -194,7 +196,7 @@ class Halving:
                 refused = min(refused, a.least_slice)
                 self._stop(a, Stop.NOT_ADMITTED, f"the budget gives {len(admitted)} arm(s) before it "
                                                  f"{GRACE_EPOCHS:.0%} of an epoch each, and not this one too (it needs "
-                                                 f"{_s(a.least_slice)} at least)", ArmStatus.NOT_RUN)
+                                                 f"{duration(a.least_slice)} at least)", ArmStatus.NOT_RUN)
         self.queue = [a.name for a in admitted]
         self.members = list(self.queue)
         self.target = self._epochs(admitted, budget) or 0.0 if admitted else 0.0
@@ -250,11 +252,11 @@ class Halving:
         if seconds >= arm.least_slice:
             return seconds
         if room < min(planned, left):
-            self._stop(arm, Stop.CAP, f"holds {_s(arm.seconds)}, about a third of the budget, and does not lead on "
+            self._stop(arm, Stop.CAP, f"holds {duration(arm.seconds)}, about a third of the budget, and does not lead on "
                                       f"validation")
         else:
-            self._stop(arm, Stop.BUDGET, f"the budget ended: {_s(max(left, 0))} left, a slice needs "
-                                         f"{_s(arm.least_slice)}")
+            self._stop(arm, Stop.BUDGET, f"the budget ended: {duration(max(left, 0))} left, a slice needs "
+                                         f"{duration(arm.least_slice)}")
         return None
 
     def _lead_slice(self, arm: Arm) -> float:
@@ -370,12 +372,6 @@ class Halving:
                              "epochs": round(a.progress, 3), "slices": [s.to_dict(self.start) for s in a.slices],
                              "curve": [[round(t - self.start, 2), v] for t, v in a.curve]}
                          for n, a in self.arms.items()}}
-
-
-def _s(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _f(score: float | None) -> str:

@@ -17,9 +17,10 @@ today's order and no cap. Imports no torch.
 from __future__ import annotations
 
 import json
-import math
 from importlib.resources import files
 from pathlib import Path
+
+from headswap.bench.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
 UNPROVEN_SHARE = 0.10      # of the budget: the most an unproven cheap rung may take before the arms start
@@ -130,8 +131,4 @@ class Prior:
         _, ran, said = self.evidence(key)
         seen = (f"in none of the {ran} earlier runs on {said} that tried it did it come within "
                 f"{WITHIN * 100:g} point of the winner") if ran else f"none of the {self.runs} earlier runs tried it"
-        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start ({_dur(share_seconds)} here)"
-
-
-def _dur(seconds: float) -> str:
-    return "?" if not math.isfinite(seconds) else f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start ({duration(share_seconds)} here)"

@@ -9,12 +9,13 @@ def render_markdown(results: dict) -> str:
     """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
     from headswap.bench.html_report import rung_note
     from headswap.bench.report_text import has_test, split_lines
-    from headswap.bench.report import _cell, _fmt_duration, _num, oos_table
+    from headswap.bench.report import _cell, _num, oos_table
+    from headswap.bench.report_text import duration
 
     a = results["auto"]
     used = a.get("elapsed_seconds", 0)
     lines = ["# headswap auto", "",
-             f"Budget {_fmt_duration(a['budget_seconds'])}: used {_fmt_duration(used)} of it "
+             f"Budget {duration(a['budget_seconds'])}: used {duration(used)} of it "
              f"({a.get('budget_used', 0):.0%}), wall time counted from {a.get('counted_from', 'the start')}. "
              f"Winner on validation: **{a['winner']['model_name']} · {a['winner']['strategy']} · "
              f"{a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
@@ -32,8 +33,8 @@ def render_markdown(results: dict) -> str:
         name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
         lines.append("| " + " | ".join(_cell(v) for v in (
             c.get("tier", "–"), name, c["strategy"], c["regime"], c.get("rung") or "–", c.get("status", "–"),
-            _fmt_duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
-            _fmt_duration(c["seconds"]) if c.get("seconds") is not None else "–",
+            duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
+            duration(c["seconds"]) if c.get("seconds") is not None else "–",
             _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
     lines += arms_markdown(a)
     if not has_test(results):
@@ -57,7 +58,8 @@ def render_markdown(results: dict) -> str:
 
 def arms_markdown(a: dict) -> list[str]:
     """Where the budget went among the fine-tuning arms: each one's slices, seconds and why it stopped."""
-    from headswap.bench.report import _cell, _fmt_duration, _num
+    from headswap.bench.report import _cell, _num
+    from headswap.bench.report_text import duration
     from headswap.bench.report_text import arm_rows
 
     arms = arm_rows(a)
@@ -65,8 +67,8 @@ def arms_markdown(a: dict) -> list[str]:
         return []
     h = a.get("halving")
     lines = ["", "## Where the budget went: the fine-tuning arms", "",
-             f"Successive halving over {_fmt_duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
-             f"a time; no arm holds more than {_fmt_duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
+             f"Successive halving over {duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
+             f"a time; no arm holds more than {duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
              "round: seconds (wall clock, loading included)." if h else
              "No arm got a slice of the budget: timing a few batches of each showed it too dear, or left no time.", ""]
     if a.get("arms_chart"):

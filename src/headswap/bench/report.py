@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from headswap.bench.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
-from headswap.bench.report_text import split_lines
+from headswap.bench.report_text import duration, split_lines
 from headswap.bench.plan import EVAL_FRACTION
 
 
@@ -263,14 +263,6 @@ def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) 
     return written
 
 
-def _fmt_duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _rate(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
@@ -300,10 +292,10 @@ def _plot_row_confusion(row: dict, out: Path, used: set[str], log) -> None:
 
 def _describe_estimate(est: dict, epochs: int) -> str:
     speed = f" at ~{_rate(est['texts_per_second'])} texts/s" if est["texts_per_second"] else ""
-    train = (f"training ~{_fmt_duration(est['train'])} ({epochs} epoch{'s' if epochs != 1 else ''}), "
+    train = (f"training ~{duration(est['train'])} ({epochs} epoch{'s' if epochs != 1 else ''}), "
              if epochs else "")
-    return (f"estimated {_fmt_duration(est['total'])} (load {est['load']:.0f} s, {train}"
-            f"test ~{_fmt_duration(est['test'])}{speed})")
+    return (f"estimated {duration(est['total'])} (load {est['load']:.0f} s, {train}"
+            f"test ~{duration(est['test'])}{speed})")
 
 
 def _log_row(row: dict, log) -> None:
@@ -311,10 +303,10 @@ def _log_row(row: dict, log) -> None:
         log(f"      failed: {row.get('error')}")
         return
     extra = f", unparsed {row['unparsed']}" if "unparsed" in row else ""
-    est = f" (estimated {_fmt_duration(row['estimated_seconds'])})" if row.get("estimated_seconds") else ""
+    est = f" (estimated {duration(row['estimated_seconds'])})" if row.get("estimated_seconds") else ""
     log(f"      macro F1 {row['macro_f1']:.3f}, accuracy {row['accuracy']:.3f}, "
         f"{_rate(row['texts_per_second'])} texts/s"
-        f"{extra}; took {_fmt_duration(row['wall_seconds'])}{est}")
+        f"{extra}; took {duration(row['wall_seconds'])}{est}")
 
 
 def _slug(text: str) -> str:

@@ -25,6 +25,17 @@ def human(n) -> str:
     return f"{n:.0f}"
 
 
+def duration(seconds: float) -> str:
+    """A duration as reports and log lines say it: '45 s', '2.5 min', '1.2 h' ('?' when unknown)."""
+    if not is_num(seconds):
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def seconds(value) -> str:
     if not is_num(value):
         return "–"

@@ -15,7 +15,8 @@ from headswap.bench.html_report import model_display_name
 from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
 from headswap.bench.plan import (BenchData, PlannedRow, _classifier, bench_files, load_bench_data, parse_strategies,
                                  plan_bench)
-from headswap.bench.report import (_describe_estimate, _error_fields, _fmt_duration, _log_row, _metric_fields,
+from headswap.bench.report_text import duration
+from headswap.bench.report import (_describe_estimate, _error_fields, _log_row, _metric_fields,
                                    _plot_row_confusion, check_run_folder, split_lines, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
@@ -192,6 +193,6 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
     write_outputs(results, out, log)
     failed = sum(r.get("status") != "ok" for r in results["rows"])
     log(f"wrote {out / 'report.html'}, {out / 'results.md'}, {out / 'results.json'} and charts in "
-        f"{_fmt_duration(meta['elapsed_seconds'])}"
+        f"{duration(meta['elapsed_seconds'])}"
         + (f"; {failed} row(s) failed (see results.md)" if failed else ""))
     return results
