@@ -276,8 +276,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     for name, (rung, settings, entry) in jobs.items():
         a = summary["arms"][name]
         status = "skipped" if a["status"] == "not run" else "ran" if a["best"] is not None else "failed"
-        entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"], stopped_because=a["stopped_because"],
-                     halving=True, plan=rung)
+        entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"],
+                     stopped_because=a["stopped_because"], trained_epochs=a["epochs"], halving=True, plan=rung)
         if a["best"] is not None:
             entry["validation_macro_f1"] = a["best"]
         if a["why"]:

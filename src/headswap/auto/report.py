@@ -68,18 +68,20 @@ def arms_markdown(a: dict) -> list[str]:
     h = a.get("halving")
     lines = ["", "## Where the budget went: the fine-tuning arms", "",
              f"Successive halving over {duration(h.get('budget_seconds', 0))}, {h.get('parallel', 1)} arm(s) at "
-             f"a time; no arm holds more than {duration(h.get('cap_seconds', 0))} unless it leads. Slices are "
-             "round: seconds (wall clock, loading included)." if h else
+             f"a time; every arm of a round trains to the same share of an epoch, and no arm holds more than "
+             f"{duration(h.get('cap_seconds', 0))} unless it leads. Slices are round: seconds (wall clock, loading "
+             "included)." if h else
              "No arm got a slice of the budget: timing a few batches of each showed it too dear, or left no time.", ""]
     if a.get("arms_chart"):
         lines += [f"![validation of each arm against time]({a['arms_chart']})", ""]
-    lines += ["| arm | slices | seconds | share of budget | best validation macro F1 | stopped | why |",
-              "|---|---|---:|---:|---:|---|---|"]
+    lines += ["| arm | slices | seconds | share of budget | epochs trained | best validation macro F1 | stopped | why |",
+              "|---|---|---:|---:|---:|---:|---|---|"]
     for c in arms:
         slices = ", ".join(f"{'lead' if s['round'] == 'lead' else s['round'] + 1}: {s['seconds'] or 0:.0f}"
                            + (f" on {s['node'][:8]}" if s.get("node") else "") for s in c.get("slices") or [])
         lines.append("| " + " | ".join(_cell(v) for v in (
             f"**{c['name']}**" if c.get("winner") else c["name"], slices or "–", f"{c.get('seconds') or 0:.0f}",
-            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", _num(c.get("validation_macro_f1"), ".4f"),
+            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", _num(c.get("trained_epochs"), ".2f"),
+            _num(c.get("validation_macro_f1"), ".4f"),
             c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
     return lines

@@ -200,12 +200,12 @@ def _arms(auto: dict, charts: "_Charts") -> dict:
 
     arms = arm_rows(auto)
     header = [("arm", ""), ("slices (round: seconds)", ""), ("seconds", "num"), ("share of budget", "num"),
-              ("validation macro F1", "num"), ("stopped", ""), ("why", "")]
+              ("epochs trained", "num"), ("validation macro F1", "num"), ("stopped", ""), ("why", "")]
     body = [("winner" if c.get("winner") else "", [
         c["name"], ", ".join(f"{'lead' if x['round'] == 'lead' else x['round'] + 1}: {x['seconds'] or 0:.0f}"
                              for x in c.get("slices") or []) or "–",
         seconds(c.get("seconds")), f"{(c.get('seconds') or 0) / auto['budget_seconds']:.0%}",
-        num(c.get("validation_macro_f1")), c.get("stopped_because") or c.get("status") or "–",
+        num(c.get("trained_epochs"), ".2f"), num(c.get("validation_macro_f1")), c.get("stopped_because") or c.get("status") or "–",
         c.get("reason") or ""]) for c in arms]
     return {"id": "arms", "chart": None if not any(c.get("slices") for c in arms) else
             charts.img("the arms' validation curves", lambda p: plot_arm_curves(arms, p),
