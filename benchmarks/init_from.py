@@ -11,8 +11,9 @@ what fits a 2-core CPU in minutes. Each fit's time is wall clock from fit() to r
 head training). The scratch run and the init_from run are timed in the same process, one after the other; the
 ratios are what to compare on a busy machine. --quick runs a stratified sample of each data set.
 
-    .venv/bin/python benchmarks/init_from.py --out benchmarks/results/init_from/full.json
-    .venv/bin/python benchmarks/init_from.py --quick --out benchmarks/results/init_from/quick.json
+    .venv/bin/python benchmarks/init_from.py --only emotion --out benchmarks/results/init_from/emotion.json
+    .venv/bin/python benchmarks/init_from.py --only clinc --threads 1 --out benchmarks/results/init_from/clinc150.json
+    .venv/bin/python benchmarks/init_from.py --quick --out /tmp/init_from_quick.json     # a sample of each
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -129,7 +131,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    result = {"command": "benchmarks/init_from.py" + (" --quick" if args.quick else "") + f" --replay {args.replay}",
+    result = {"command": " ".join(["benchmarks/init_from.py", *sys.argv[1:]]),
               "settings": {k: v for k, v in SETTINGS.items() if k != "progress"},
               "init_from_runs": {"emotion": {"epochs": ON_EPOCHS}, "clinc150": {"class_weight": "balanced"}},
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "

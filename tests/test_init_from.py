@@ -155,3 +155,12 @@ def test_slm_logits_grows_its_sliced_lm_head_with_the_new_class_first_token_row(
     lora = [k for k in parent.weights if "lora" in k]
     assert lora and all(torch.equal(grown[k], parent.weights[k]) for k in lora)
     assert any(not torch.equal(parent.weights[k], fresh[k]) for k in lora)    # the parent's adapters trained
+
+
+def test_a_tfidf_parent_is_refused_in_one_line(world, tmp_path):
+    from headswap.tfidf import TfidfClassifier
+    TfidfClassifier().fit(*rows(["sport", "food"], 2)).save(tmp_path / "tfidf")
+    rc, _, err = invoke(["train", "--data", _csv(tmp_path / "new.csv", ["weather", "food"], 1),
+                         "--init-from", str(tmp_path / "tfidf"), "--out", str(tmp_path / "refused"), "-q"])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and "TF-IDF" in lines[0] and "--init-from" in lines[0], err
