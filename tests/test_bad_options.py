@@ -34,6 +34,7 @@ OUT_OF_RANGE = {
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
     "--concurrency": ["0", "-2"], "--arm-cpus": ["0", "-1"], "--arm-gpus": ["-1"],
     "--folds": ["1", "0"], "--test-fraction": ["0", "1", "1.5", "-0.2"], "-n": ["0", "-3"],
+    "--top": ["0"], "--steps": ["1"],
 }
 # Free-text options: (command, flag) -> bad values. {file} is an existing file, {dir} an existing directory.
 TEXT_CASES = {
@@ -70,8 +71,12 @@ TEXT_CASES = {
     ("audit", "--class-weight"): ["missing.json"], ("audit", "--out-of-scope"): [""],
     ("suggest", "--data"): ["nope.csv"], ("suggest", "--labelled"): ["nope.csv"],
     ("suggest", "--text-column"): ["nosuch"], ("suggest", "--out"): ["{file}"],
+    ("explain", "--data"): ["nope.csv"], ("explain", "--text-column"): ["nosuch"], ("explain", "--html"): ["{dir}"],
 }
-NO_BAD_VALUE: dict = {}
+NO_BAD_VALUE: dict = {
+    ("explain", "--label"): "checked against the model's classes by explain() itself, after the model loads "
+                            "(tests/test_explain.py)",
+}
 
 
 class Started(Exception):
@@ -159,6 +164,7 @@ def _base(command: str, w: dict) -> list[str]:
         "audit": ["audit", "--data", w["data"], "--strategy", "encoder-mlp", "--model", w["enc"], "--out", w["out"],
                   "-q"],
         "suggest": ["suggest", w["model"], "--data", w["data"] + "/test.csv", "--out", w["out"], "-n", "3", "-q"],
+        "explain": ["explain", w["model"], "--data", w["data"] + "/test.csv", "-q"],
     }[command]
 
 
@@ -169,6 +175,7 @@ def guarded(monkeypatch):
     import headswap.auto.main
     import headswap.bench.run
     import headswap.distill
+    import headswap.explain
     import headswap.export
     import headswap.label_audit
     import headswap.suggest
@@ -185,6 +192,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(headswap.distill, "distill", started)
     monkeypatch.setattr(headswap.label_audit, "audit_data", started)
     monkeypatch.setattr(headswap.suggest, "suggest", started)
+    monkeypatch.setattr(headswap.explain, "explain", started)
     monkeypatch.setattr(uvicorn, "run", started)
 
 
@@ -242,7 +250,7 @@ def test_every_option_is_covered():
 def test_the_base_command_lines_are_valid(world, guarded):
     """Each bad-value case is its command's valid base line plus one bad option: the base itself must get as
     far as the work (here: the patched entry point), or predict/eval must succeed."""
-    for command in ("train", "bench", "auto", "serve", "demo", "distill", "audit", "suggest"):
+    for command in ("train", "bench", "auto", "serve", "demo", "distill", "audit", "suggest", "explain"):
         with pytest.raises(Started):
             invoke(_base(command, world))
     for command in ("eval", "predict"):

@@ -44,11 +44,13 @@ def test_a_family_is_judged_on_the_most_specific_data_it_has_runs_of(tmp_path):
     assert len(table["runs"]) == 2
     enc, lm = family("encoder", "encoder-mlp", "logistic head", "head-only"), family("causal", "encoder-mlp",
                                                                                       "linear head", "head-only")
+    assert enc == family("encoder", "encoder-mlp", "mlp head", "head-only") == "encoder · encoder-mlp · frozen head"
     intents = Prior(table, 20000, 151, out_of_scope=True)      # no run of this shape: its size and classes decide
     assert intents.proven(enc) and not intents.proven(lm)
     assert "in none of the 1 earlier runs on data of this size and classes" in intents.why_unproven(lm, 90.0)
     assert Prior(table, 4000, 2, False).proven(lm)               # within a point on data of that shape
-    assert Prior(table, 300, 5, False).proven(lm)                # no run of its size: any data, where it once paid
+    assert not Prior(table, 300, 5, False).proven(lm)    # no run of its size: on any data only a win proves it
+    assert Prior(table, 300, 5, False).proven(enc)       # (which the encoder's head had, on the 2-class set)
     assert Prior(table, 300, 5, False).order(enc) < Prior(table, 300, 5, False).order("encoder · other · full")
     assert not Prior(table, 300, 5, False).proven("encoder · other · full")    # never tried: unproven
     assert Prior({"families": {}, "runs": []}, 300, 5, False).proven(lm)      # no table: today's rules
@@ -60,7 +62,7 @@ def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the
     from headswap.auto.climb import Climb
     from headswap.auto.ladder import Costs, Rung
 
-    table = {"runs": ["x"], "families": {"causal · causal-embedding-mlp · linear head": {
+    table = {"runs": ["x"], "families": {"causal · causal-embedding-mlp · frozen head": {
         shape(15000, 151, False): {"ran": 3, "within": 0, "won": 0}}}}
     logged = []
     costs = Costs(15000, 1000, 0, 16)

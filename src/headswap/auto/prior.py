@@ -28,8 +28,9 @@ TABLE = "prior.json"
 
 
 def family(kind: str, strategy: str, rung: str | None, regime: str) -> str:
-    """A rung's family: its body's kind, strategy and rung name (regime when it has none)."""
-    return f"{kind} · {strategy} · {rung or regime}"
+    """A rung's family: its body's kind, strategy and rung name (regime when it has none). A body's frozen heads
+    (logistic, linear, MLP) are one family: one encoding pass feeds them, and they rise or fall together."""
+    return f"{kind} · {strategy} · {'frozen head' if regime == 'head-only' else rung or regime}"
 
 
 def shape(n_train: int, n_classes: int, out_of_scope: bool) -> str:
@@ -109,17 +110,20 @@ class Prior:
                 ("any data", lambda w: True))
 
     def evidence(self, key: str) -> tuple[int, int, str]:
-        """(runs it came within a point of the winner in, runs it ran in, on what), on the most specific data this
-        family has runs of."""
+        """(runs that prove it, runs it ran in, on what data), on the most specific data this family has runs of:
+        on data of this shape, or of its size and classes, a run proves it when it came within a point of the
+        winner; on other data only when it won (within a point of 1.0 on an easy set, where everything is, says
+        nothing of a hard one)."""
         cells = self.families.get(key, {})
-        for said, match in self._levels():
+        for level, (said, match) in enumerate(self._levels()):
             here = [c for w, c in cells.items() if match(w)]
             if here:
-                return sum(c["within"] for c in here), sum(c["ran"] for c in here), said
+                proof = "won" if level == 2 else "within"
+                return sum(c[proof] for c in here), sum(c["ran"] for c in here), said
         return 0, 0, "any data"
 
     def proven(self, key: str) -> bool:
-        """Came within a point of the winner before; with no table at all, every rung is (today's rules)."""
+        """Came near the winner before (evidence()); with no table at all, every rung is (today's rules)."""
         return not self.families or self.evidence(key)[0] > 0
 
     def order(self, key: str) -> tuple:
@@ -129,6 +133,7 @@ class Prior:
 
     def why_unproven(self, key: str, share_seconds: float) -> str:
         _, ran, said = self.evidence(key)
-        seen = (f"in none of the {ran} earlier runs on {said} that tried it did it come within "
-                f"{WITHIN * 100:g} point of the winner") if ran else f"none of the {self.runs} earlier runs tried it"
+        near = "win" if said == "any data" else f"come within {WITHIN * 100:g} point of the winner"
+        seen = (f"in none of the {ran} earlier runs on {said} that tried it did it {near}") if ran \
+            else f"none of the {self.runs} earlier runs tried it"
         return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start ({duration(share_seconds)} here)"
