@@ -8,15 +8,17 @@ estimated cost: `epoch_seconds` (one epoch with its validations), `overhead_seco
 training: loading, the loop's start-up, the validation at the stop) and `once_seconds` (what the first slice of its
 group pays once: a cached partial's pass of its frozen lower blocks). Its `progress` is the epochs it has trained.
 
-1. Arms are judged at equal progress. Every arm of a round trains to the same share of an epoch (ASHA's grace
-   period, Li et al. 2020, in epochs rather than seconds), so a full fine-tune whose epoch costs five times a cached
+1. Arms are judged at equal progress, and not before JUDGE_EPOCHS (an epoch: ASHA's grace period, Li et al. 2020,
+   in epochs rather than seconds). Every arm of a round trains to the same share of an epoch, so a full fine-tune whose epoch costs five times a cached
    partial's gets five times the seconds, and is not halved for being slower per second: the intent set of 15,100
    texts halved full fine-tuning after a 40-second slice (0.1 epoch, inside its learning-rate warm-up) at 0.929,
    where two epochs alone reach 0.96. A round's progress is what its share of the time left buys: the time left
    over the rounds still to play and the leader phase, less the arms' overheads, over the sum of their epoch costs.
 2. Admission. An arm's least slice is its overhead (and one-off cost, until paid) plus GRACE_EPOCHS of an epoch. Arms
-   are admitted in the order given (the ladder's, with the prior's order, then learning-rate variants) while the
-   first round still gives every admitted arm GRACE_EPOCHS; after a refusal, only a clearly cheaper one (SAME_COST).
+   are admitted in the order given (the ladder's, then learning-rate variants): the first where its least slice
+   fits, each later one while the first round still trains every admitted arm to JUDGE_EPOCHS; after a refusal,
+   only a clearly cheaper one (SAME_COST). On 2 CPU cores in 15 minutes that is a cached partial and full
+   fine-tuning; learning-rate variants join as budgets grow.
    An arm whose least slice is over the 1/3 cap is refused unless it would be the only arm.
 3. Rounds. Ranked on their best validation score at the round's progress, the worse half stops (`halved`) and keeps
    its best checkpoint: it stays a candidate, and may take over later. Rates are corrected from what each slice
@@ -46,7 +48,11 @@ from headswap.bench.report_text import duration
 
 ETA = 2                     # survivors per round: the better 1/ETA
 CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation
-GRACE_EPOCHS = 0.25         # the least share of an epoch an arm trains before it is judged
+GRACE_EPOCHS = 0.25         # the least share of an epoch a slice trains
+# Arms are compared only once each has trained this much: within its first epoch a fine-tune is still in its
+# learning-rate warm-up (6% of up to 10 planned epochs), and the intent set's full fine-tune read 0.953 at a quarter
+# epoch, below the 0.967 of the head it started from, where a cached partial read 0.965.
+JUDGE_EPOCHS = 1.0
 PATIENCE_EPOCHS = 1.0       # a leader stops on a plateau only after this many epochs without a better validation
 IMPROVEMENT = 1e-4          # a validation score must rise by more than this to count as better
 # Once an arm is refused a first slice, a later one is admitted only if its least slice is under this share of the
@@ -190,29 +196,29 @@ class Halving:
                 self._stop(a, Stop.NOT_ADMITTED, f"an arm before it that costs about as much or less ({duration(refused)} "
                                                  f"at least, this one {duration(a.least_slice)}) got no first slice",
                            ArmStatus.NOT_RUN)
-            elif self._epochs(admitted + [a], budget) is not None:
+            elif self._epochs(admitted + [a], budget, JUDGE_EPOCHS if admitted else GRACE_EPOCHS) is not None:
                 admitted.append(a)
             else:
                 refused = min(refused, a.least_slice)
-                self._stop(a, Stop.NOT_ADMITTED, f"the budget gives {len(admitted)} arm(s) before it "
-                                                 f"{GRACE_EPOCHS:.0%} of an epoch each, and not this one too (it needs "
-                                                 f"{duration(a.least_slice)} at least)", ArmStatus.NOT_RUN)
+                self._stop(a, Stop.NOT_ADMITTED, f"the budget trains {len(admitted)} arm(s) before it to "
+                                                 f"{JUDGE_EPOCHS:g} epoch each before judging them, and not this one "
+                                                 f"too", ArmStatus.NOT_RUN)
         self.queue = [a.name for a in admitted]
         self.members = list(self.queue)
-        self.target = self._epochs(admitted, budget) or 0.0 if admitted else 0.0
+        self.target = self._epochs(admitted, budget, 0.0) or 0.0 if admitted else 0.0
         if len(admitted) == 1:
             self.round, self.leader = "lead", self.queue[0]
 
-    def _epochs(self, arms: list[Arm], left: float) -> float | None:
+    def _epochs(self, arms: list[Arm], left: float, least: float = GRACE_EPOCHS) -> float | None:
         """The progress (epochs, from where the arms are) that a round of `arms` buys with its share of `left`:
-        the share, run `parallel` at once, less their overheads, over their epoch costs; None under GRACE_EPOCHS."""
+        the share, run `parallel` at once, less their overheads, over their epoch costs; None under `least`."""
         n = len(arms)
         rounds = math.ceil(math.log(n, ETA) - 1e-9) if n > 1 else 0
         room = left / (rounds + 1) * min(self.parallel, n)
         fixed = sum(a.overhead_seconds + a.once_seconds for a in arms)
         per_epoch = sum(a.epoch_seconds for a in arms)
         epochs = (room - fixed) / per_epoch if per_epoch > 0 else math.inf
-        return epochs if epochs >= GRACE_EPOCHS * (1 - 1e-9) else None
+        return epochs if epochs >= least * (1 - 1e-9) else None
 
     @property
     def slice_s(self) -> float:
