@@ -145,8 +145,8 @@ class Climb:
         # The prior orders a model's frozen heads as one: its first pays the encoding pass the others reuse.
         proven = {}
         for _, rung in ready:
-            key = (rung.model, rung.strategy)
-            proven[key] = min(proven.get(key, self._order(rung)), self._order(rung))
+            key, order = (rung.model, rung.strategy), self._order(rung)
+            proven[key] = min(proven.get(key, order), order)
         for _, rung in sorted(ready, key=lambda e: (e[1].model in self.misfit, proven[(e[1].model, e[1].strategy)],
                                                     first[(e[1].model, e[1].strategy)], e[1].head_fit != "logistic")):
             self.run(rung)

@@ -99,8 +99,6 @@ class Prior:
         self.runs = len(table.get("runs", []))
         self.shape = shape(n_train, n_classes, out_of_scope)
 
-        self.said = "data of this shape"
-
     def _levels(self):
         """Which table cells count, most specific first: this shape; its size and classes with or without an
         out-of-scope label; any data."""
@@ -136,4 +134,5 @@ class Prior:
         near = "win" if said == "any data" else f"come within {WITHIN * 100:g} point of the winner"
         seen = (f"in none of the {ran} earlier runs on {said} that tried it did it {near}") if ran \
             else f"none of the {self.runs} earlier runs tried it"
-        return f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start ({duration(share_seconds)} here)"
+        return (f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start "
+                f"({duration(share_seconds)} here)")
