@@ -1,7 +1,7 @@
 """Active learning on frozen MiniLM features: random against uncertainty against uncertainty + diversity.
 
 For each data set, seed and strategy: start from a seeded random labelled set (emotion: 200 texts; CLINC150: 2 per
-class, 300), then in rounds of 200 ask headswap.suggest.select (the code behind `headswap suggest` and
+class, 300), then in rounds of 200 ask headswap.classifier.suggest.select (the code behind `headswap suggest` and
 TextClassifier.suggest) which pool texts to label next, "label" them from the data set's own labels, refit the head
 and score macro F1 on the test set, until 2,000 labels. The model is a frozen-feature head: MiniLM's mean-pooled
 features (headswap's encoder-mlp body, max_length 64), computed ONCE for pool and test and cached on disk, and a
@@ -45,7 +45,9 @@ def features(name: str, cache: Path) -> dict:
         return {k: z[k] for k in z.files}
     import torch
 
-    from headswap import TextClassifier, load_dataset, oos
+    from headswap import TextClassifier, load_dataset
+
+    from headswap.classifier import reject_option as oos
     torch.set_num_threads(2)
     pool_file, test_file, _ = SETS[name]
     pool, test = load_dataset(SHARED / name / pool_file), load_dataset(SHARED / name / test_file)
@@ -94,7 +96,7 @@ def curve(data: dict, name: str, strategy: str, seed: int, batch: int, budget: i
     """One simulated labelling run: macro F1 on the test set at each labelled-set size, and selection seconds."""
     from sklearn.metrics import f1_score
 
-    from headswap.suggest import select
+    from headswap.classifier.suggest import select
     rng = np.random.default_rng(seed)
     x, y, tx, ty = data["pool_x"], data["pool_y"], data["test_x"], data["test_y"]
     labelled = np.zeros(len(y), dtype=bool)
@@ -204,7 +206,7 @@ def main() -> int:
                     "pool_texts": int(len(data["pool_y"])), "test_texts": int(len(data["test_y"])),
                     "model": f"{MODEL} mean-pooled frozen features (headswap encoder-mlp body, max_length {MAX_LENGTH})",
                     "head": "StandardScaler + LogisticRegression(max_iter=1000), refit each round",
-                    "selection": "headswap.suggest.select", "batch": args.batch, "budget": args.budget,
+                    "selection": "headswap.classifier.suggest.select", "batch": args.batch, "budget": args.budget,
                     "feature_seconds": float(data["feature_seconds"]),
                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
                     "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")})

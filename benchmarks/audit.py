@@ -33,8 +33,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headswap import load_dataset  # noqa: E402
 from headswap.data.load import LabelledData  # noqa: E402
-from headswap.label_audit import audit_data  # noqa: E402
-from headswap.tfidf import TfidfClassifier  # noqa: E402
+from headswap.jobs.label_audit import audit_data  # noqa: E402
+from headswap.baseline.tfidf import TfidfClassifier  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
-from headswap.plots import plot_reliability  # noqa: E402
+from headswap.reports.plots import plot_reliability  # noqa: E402
 
 
 def main() -> int:

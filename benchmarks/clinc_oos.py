@@ -36,8 +36,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from headswap import TextClassifier, oos, oos_scores, reject  # noqa: E402
+from headswap import TextClassifier, reject  # noqa: E402
 
+from headswap.classifier import reject_option as oos
+
+from headswap.decisions import oos_scores
 OOS = "oos"
 
 

@@ -1,5 +1,5 @@
 """Distillation on emotion: the TF-IDF + logistic regression student trained on a MiniLM teacher's probabilities
-(headswap.distill), against the teacher itself and against the same TF-IDF model trained on the labels alone.
+(headswap.jobs.distill), against the teacher itself and against the same TF-IDF model trained on the labels alone.
 
 Rows, all scored on the whole emotion test set (macro F1, accuracy, agreement with the teacher's labels) and timed
 in this one run (texts/s over the test set, fed 256 texts at a time as `headswap predict` does; best of --rounds
@@ -33,10 +33,10 @@ import numpy as np  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.data.stream import iter_texts  # noqa: E402
-from headswap.distill import distill, teacher_probabilities  # noqa: E402
+from headswap.jobs.distill import distill, teacher_probabilities  # noqa: E402
 from headswap.metrics import metrics_from_predictions  # noqa: E402
-from headswap.model_dir import read_config  # noqa: E402
-from headswap.tfidf import TfidfClassifier  # noqa: E402
+from headswap.saved.model_dir import read_config  # noqa: E402
+from headswap.baseline.tfidf import TfidfClassifier  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CHUNK = 256     # texts per predict_proba call: `headswap predict`'s default --chunk-size

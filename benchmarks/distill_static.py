@@ -1,6 +1,6 @@
 """Distillation into the static student on emotion: the static strategy (MiniLM distilled by model2vec into a
 token table that trains, attention pooling, linear head) trained on the labels, against the same model trained
-on a MiniLM teacher's probabilities (headswap.distill, student="static") with label weight 0 and 0.5.
+on a MiniLM teacher's probabilities (headswap.jobs.distill, student="static") with label weight 0 and 0.5.
 
 The teacher's probabilities are read, not computed: --teacher-probs holds teacher-{train,validation,test}.npy
 (float32 (N, K) predict_proba, rows in the order of the data's CSV files) and teacher.json ("labels": the
@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
-from headswap.distill import distill  # noqa: E402
+from headswap.jobs.distill import distill  # noqa: E402
 from headswap.metrics import metrics_from_predictions  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -7,7 +7,7 @@ names words the model relies on: deleting them lowers the probability more than 
 Two models, both trained on --train-limit texts of emotion's train.csv (a stratified sample, seed 0):
 - MiniLM (all-MiniLM-L6-v2), frozen body, linear head fitted by logistic regression on its mean-pooled features
   (the cheap head-only strategy), explained by Integrated Gradients (--steps);
-- TF-IDF + logistic regression (headswap.tfidf), explained by its coefficients.
+- TF-IDF + logistic regression (headswap.baseline.tfidf), explained by its coefficients.
 
     .venv/bin/python benchmarks/explain_faithfulness.py --data ../shared/data/emotion \\
         --out benchmarks/results/explain/faithfulness.json
@@ -33,7 +33,7 @@ from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.data.sampling import stratified_subset  # noqa: E402
 from headswap.explain import explain  # noqa: E402
 from headswap.explain.words import without_words  # noqa: E402
-from headswap.tfidf import TfidfClassifier  # noqa: E402
+from headswap.baseline.tfidf import TfidfClassifier  # noqa: E402
 
 
 def comprehensiveness(model, texts, fraction: float, draws: int, seed: int, **explain_kw) -> dict:

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.data.sampling import stratified_split  # noqa: E402
-from headswap.export import export  # noqa: E402
+from headswap.jobs.export import export  # noqa: E402
 from headswap.models import resolve_model  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

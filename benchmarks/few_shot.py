@@ -91,7 +91,7 @@ def _model(run: dict) -> str:
 
 
 def report(results: dict, out: Path) -> None:
-    from headswap.plots import _figure, _save
+    from headswap.reports.plots import new_figure, _save
 
     rows = results["runs"]
     lines = ["| data | texts per class | strategy | model | macro F1 (mean +- std) | accuracy (mean +- std) | seeds |",
@@ -112,7 +112,7 @@ def report(results: dict, out: Path) -> None:
                 series.setdefault(d, {}).setdefault(label, []).append((k, f1.mean(), f1.std()))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    fig = _figure(5.5 * max(1, len(series)), 4.2)
+    fig = new_figure(5.5 * max(1, len(series)), 4.2)
     for n, (d, by_strategy) in enumerate(sorted(series.items()), start=1):
         ax = fig.add_subplot(1, len(series), n)
         for s, points in by_strategy.items():

@@ -27,7 +27,7 @@ from headswap.bench.baseline import tfidf_svm  # noqa: E402
 from headswap.data.multilabel import binarize, read_label_sets  # noqa: E402
 from headswap.data.sampling import stratified_subset  # noqa: E402
 from headswap.metrics import MultiLabelMetrics  # noqa: E402
-from headswap.plots import plot_label_f1  # noqa: E402
+from headswap.reports.plots import plot_label_f1  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "go_emotions"
 

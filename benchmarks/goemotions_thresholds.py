@@ -21,7 +21,7 @@ from scipy.special import expit  # noqa: E402
 from sklearn.metrics import f1_score  # noqa: E402
 
 from headswap import load_dataset  # noqa: E402
-from headswap.api import load_model  # noqa: E402
+from headswap.classifier.estimator import load_model  # noqa: E402
 from headswap.data.multilabel import binarize, read_label_sets  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "go_emotions"

@@ -39,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from headswap import TextClassifier  # noqa: E402
-from headswap.reject import scores  # noqa: E402
+from headswap.decisions.reject import scores  # noqa: E402
 
 OOS = "oos"
 

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.data.sampling import stratified_subset  # noqa: E402
-from headswap.plots import plot_curves_over_time  # noqa: E402
+from headswap.reports.plots import plot_curves_over_time  # noqa: E402
 
 SHARED = next((p / "shared" / "data" for p in Path(__file__).resolve().parents[1:4]
                if (p / "shared" / "data").is_dir()), Path("../shared/data"))
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown run(s) {'; '.join(unknown)}; choose from {'; '.join(RUNS)}")
     train = stratified_subset(load_dataset(Path(args.data) / "train.csv"), args.n, seed=0)
     test = stratified_subset(load_dataset(Path(args.data) / "validation.csv"), args.n_test, seed=0)
-    logger = logging.getLogger("headswap.api")
+    logger = logging.getLogger("headswap.classifier.estimator")
     logger.setLevel(logging.INFO)
     results = {}
     for name in names:

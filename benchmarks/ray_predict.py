@@ -39,7 +39,7 @@ def run_local(model_dir: str, data: str, out: Path) -> float:
 
 
 def run_ray(model_dir: str, data: str, out: Path, batch_size: int, concurrency: int) -> float:
-    from headswap.batch import predict_ray
+    from headswap.jobs.batch import predict_ray
     out.unlink(missing_ok=True)
     t0 = time.perf_counter()
     predict_ray(data, out, model_dir, batch_size=batch_size, concurrency=concurrency, quiet=True)
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         model_dir = str(work / "tfidf")
         if not (Path(model_dir) / "config.json").exists():
             from headswap import load_dataset
-            from headswap.tfidf import TfidfClassifier
+            from headswap.baseline.tfidf import TfidfClassifier
             d = load_dataset(args.train)
             t0 = time.perf_counter()
             TfidfClassifier().fit(d.texts, d.labels).save(model_dir)

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from headswap.bench.html_report import dump_dom, find_browser, screenshot, write_html
+from headswap.reports.html_report import dump_dom, find_browser, screenshot, write_html
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.bench.perf import matmul_peak_gflops  # noqa: E402
 from headswap.data.sampling import stratified_split  # noqa: E402
-from headswap.fitted import Fitted  # noqa: E402
+from headswap.classifier.fitted import Fitted  # noqa: E402
 from headswap.nn.dropout import BitsDropout  # noqa: E402
 from headswap.train.loop import EpochShuffle, TrainConfig, item_length, fit  # noqa: E402
 from headswap.train.lower_cache import build_cache  # noqa: E402

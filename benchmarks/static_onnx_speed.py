@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from headswap import TextClassifier, load_dataset  # noqa: E402
-from headswap.export import export  # noqa: E402
+from headswap.jobs.export import export  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "emotion"
 

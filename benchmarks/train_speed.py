@@ -33,8 +33,8 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from headswap import TextClassifier, load_dataset  # noqa: E402
 from headswap.bench.perf import matmul_peak_at_shapes, matmul_peak_gflops  # noqa: E402
 from headswap.data.sampling import stratified_subset  # noqa: E402
-from headswap.fitted import Fitted  # noqa: E402
-from headswap.inference import item_length, predict_logits  # noqa: E402
+from headswap.classifier.fitted import Fitted  # noqa: E402
+from headswap.nn.inference import item_length, predict_logits  # noqa: E402
 from headswap.train import loop  # noqa: E402
 
 # ../shared/data beside the checkout (or beside a folder of worktrees)

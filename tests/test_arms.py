@@ -14,7 +14,7 @@ from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data o
 from test_ladder import LABELS, TEXTS
 
 import headswap.train.loop
-from headswap.api import TextClassifier
+from headswap.classifier.estimator import TextClassifier
 from headswap.auto.runners import pack, slice_points, train_slice, unpack
 from headswap.auto.ladder import Rung
 from headswap.data.load import from_lists

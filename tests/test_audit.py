@@ -16,7 +16,7 @@ from cli_run import invoke
 
 from headswap import audit
 from headswap.errors import ConfigError, DataError
-from headswap.label_audit import DUPLICATE_COLUMNS, ISSUE_COLUMNS
+from headswap.jobs.label_audit import DUPLICATE_COLUMNS, ISSUE_COLUMNS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

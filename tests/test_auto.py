@@ -13,12 +13,12 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 import headswap.auto.runners
 import headswap.auto.main
 import headswap.auto.climb
-from headswap.api import TextClassifier, load_model
+from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
 from headswap.auto.budget import parse_duration
 from headswap.cli.parser import main
 from headswap.errors import ConfigError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -184,7 +184,7 @@ def test_cli(world, tmp_path, capsys):
 
 
 def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
-    import headswap.export
+    import headswap.jobs.export
     root, enc, _, data = world
     real = headswap.auto.climb.validation_f1
     monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)
@@ -192,7 +192,7 @@ def test_a_failed_export_still_ships_the_winner(world, monkeypatch):
     def broken(*a, **kw):
         raise RuntimeError("exporter broke")
 
-    monkeypatch.setattr(headswap.export, "export", broken)
+    monkeypatch.setattr(headswap.jobs.export, "export", broken)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "broken", progress=False,
                    log=lambda _: None, more_epochs=False, blend=False, lr_search=False)
     a = results["auto"]

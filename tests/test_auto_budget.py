@@ -98,7 +98,7 @@ def test_a_probe_past_its_limit_is_cut_between_steps(world, monkeypatch):
     import types
 
     import headswap.train.loop
-    from headswap.api import TextClassifier
+    from headswap.classifier.estimator import TextClassifier
     from headswap.auto.ladder import Rung
     _, enc, _, _ = world
     readings = iter(range(10 ** 7))
@@ -149,9 +149,10 @@ def test_the_budget_counts_from_the_start_given_and_says_the_wall_time(world, tm
     assert a["winner"]["model_name"] == "tfidf"
     assert all(c["status"] == "skipped" for c in a["candidates"][1:])
     assert "of it spent starting up" in logs[0]
-    assert logs[-1].endswith(f"used {a['elapsed_seconds']:.0f} s of budget 10 s")
+    from headswap.reports.report_text import duration
+    assert logs[-1].endswith(f"used {duration(a['elapsed_seconds'])} of budget 10 s")
     md = (tmp_path / "results.md").read_text()
-    assert f"used {a['elapsed_seconds']:.0f} s of it" in md and "from the start of the command" in md
+    assert f"used {duration(a['elapsed_seconds'])} of it" in md and "from the start of the command" in md
     assert json.loads((tmp_path / "results.json").read_text())["auto"]["elapsed_seconds"] == \
         pytest.approx(a["elapsed_seconds"])
 

@@ -14,7 +14,7 @@ from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data o
 ray = pytest.importorskip("ray")
 
 import headswap.auto.runners  # noqa: E402
-from headswap.api import load_model  # noqa: E402
+from headswap.classifier.estimator import load_model  # noqa: E402
 from headswap.cli.parser import main  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -174,11 +174,11 @@ def guarded(monkeypatch):
 
     import headswap.auto.main
     import headswap.bench.run
-    import headswap.distill
+    import headswap.jobs.distill
     import headswap.explain
-    import headswap.export
-    import headswap.label_audit
-    import headswap.suggest
+    import headswap.jobs.export
+    import headswap.jobs.label_audit
+    import headswap.classifier.suggest
     import headswap.teach.demo
 
     def started(*a, **kw):
@@ -188,10 +188,10 @@ def guarded(monkeypatch):
     monkeypatch.setattr(headswap.bench.run, "run_bench", started)
     monkeypatch.setattr(headswap.auto.main, "auto", started)
     monkeypatch.setattr(headswap.teach.demo, "run_demo", started)
-    monkeypatch.setattr(headswap.export, "_write", started)
-    monkeypatch.setattr(headswap.distill, "distill", started)
-    monkeypatch.setattr(headswap.label_audit, "audit_data", started)
-    monkeypatch.setattr(headswap.suggest, "suggest", started)
+    monkeypatch.setattr(headswap.jobs.export, "_write", started)
+    monkeypatch.setattr(headswap.jobs.distill, "distill", started)
+    monkeypatch.setattr(headswap.jobs.label_audit, "audit_data", started)
+    monkeypatch.setattr(headswap.classifier.suggest, "suggest", started)
     monkeypatch.setattr(headswap.explain, "explain", started)
     monkeypatch.setattr(uvicorn, "run", started)
 

@@ -17,12 +17,12 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 from headswap.bench.baseline import BASELINE_STRATEGY
 from headswap.bench.measure import estimate_seconds
 from headswap.bench.plan import PlannedRow, load_bench_data, parse_strategies, plan_bench, validation_limit
-from headswap.bench.run import _classifier, run_bench, run_model_row
+from headswap.bench.run import classifier_for, run_bench, run_model_row
 from headswap.data.load import LabelledData, from_lists
 from headswap.data.sampling import stratified_subset
 from headswap.errors import ConfigError, DataError
 from headswap.metrics import metrics_from_predictions
-from headswap.plots import plot_confusion, plot_learning_curves, plot_quality_vs_speed
+from headswap.reports.plots import plot_confusion, plot_learning_curves, plot_quality_vs_speed
 from headswap.strategies import names
 
 STRATEGIES = names()
@@ -382,9 +382,9 @@ def test_bench_arguments():
 
 def test_learning_rates_reach_each_row():
     row = PlannedRow("minilm", "encoder", "encoder-mlp", "full", 1)
-    plain = _classifier(row, dict(seed=0, batch_size=8, max_length=32, progress=False))
+    plain = classifier_for(row, dict(seed=0, batch_size=8, max_length=32, progress=False))
     assert plain.body_lr is None and plain.head_lr == 1e-3          # TextClassifier's defaults stay
-    set_lr = _classifier(row, dict(seed=0, batch_size=8, max_length=32, progress=False,
+    set_lr = classifier_for(row, dict(seed=0, batch_size=8, max_length=32, progress=False,
                                    body_lr=1e-4, head_lr=5e-3))
     assert (set_lr.body_lr, set_lr.head_lr) == (1e-4, 5e-3)
 

@@ -13,13 +13,13 @@ from test_bench import HAM, SPAM
 from tiny_models import make_tiny_encoder
 
 import headswap.auto.climb
-import headswap.blend
-from headswap.api import TextClassifier, load_model
+import headswap.baseline.blend
+from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
-from headswap.blend import Blend, choose_weight, fit_blend
+from headswap.baseline.blend import Blend, choose_weight, fit_blend
 from headswap.cli.parser import main
 from headswap.errors import HeadswapError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 LABELS = ["a", "b"]
@@ -123,7 +123,7 @@ def test_members_must_agree_on_labels(members):
     with pytest.raises(HeadswapError, match="between 0 and 1"):
         Blend(model, members[2], 0.0)
     blend, scores, _ = fit_blend(model, members[2], ["win cash now 1", "see you at noon 2"], ["spam", "ham"])
-    assert blend is None and set(scores) == set(headswap.blend.WEIGHTS)      # two texts: too few to check a weight
+    assert blend is None and set(scores) == set(headswap.baseline.blend.WEIGHTS)      # two texts: too few to check a weight
 
 
 def test_numeric_labels_are_blended_column_by_column(members):
@@ -149,9 +149,9 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
 
     def prefer_a_blend(p_model, p_tfidf, y, labels, metric="macro_f1"):
-        return 0.4, {w: (0.95 if w == 0.4 else 0.9) for w in headswap.blend.WEIGHTS}, 0.93
+        return 0.4, {w: (0.95 if w == 0.4 else 0.9) for w in headswap.baseline.blend.WEIGHTS}, 0.93
 
-    monkeypatch.setattr(headswap.blend, "choose_weight", prefer_a_blend)
+    monkeypatch.setattr(headswap.baseline.blend, "choose_weight", prefer_a_blend)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "blend", progress=False,
                    log=lambda _: None, more_epochs=False, lr_search=False)
     a = results["auto"]

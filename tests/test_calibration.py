@@ -15,7 +15,7 @@ import torch
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.calibration import (brier_score, expected_calibration_error, fit_temperature, reliability_bins,
+from headswap.decisions.calibration import (brier_score, expected_calibration_error, fit_temperature, reliability_bins,
                                   report)
 from headswap.errors import HeadswapError
 

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from test_training_speed import LABELS as SPAM_LABELS, TEXTS as SPAM_TEXTS
 from tiny_models import make_tiny_causal
 
-from headswap.api import TextClassifier, load_model
+from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.errors import ConfigError
-from headswap.fitted import Fitted
+from headswap.classifier.fitted import Fitted
 from headswap.train.lower_cache import CausalLowerCache, build_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -164,7 +164,7 @@ def test_class_weights_change_training(encoder):
 
 
 def test_a_weight_for_an_unknown_label_fails_before_the_model_loads(encoder, monkeypatch):
-    import headswap.api as api
+    import headswap.classifier.estimator as api
     monkeypatch.setattr(api.TextClassifier, "_build", lambda *a, **k: pytest.fail("built a model"))
     with pytest.raises(DataError, match="weight for label 'eggs'"):
         TextClassifier(model=str(encoder), class_weight={"eggs": 2}, progress=False).fit(TEXTS, LABELS)

@@ -17,7 +17,7 @@ from cli_run import invoke
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.atomic import output_lock
+from headswap.saved.atomic import output_lock
 
 TEXTS = ["win cash now", "free call now", "see you at noon", "ok home", "urgent prize", "running late"] * 3
 LABELS = ["spam", "spam", "ham", "ham", "spam", "ham"] * 3
@@ -147,7 +147,7 @@ def test_predict_on_a_full_disk_names_out_and_leaves_only_complete_rows(world, t
 
 
 def test_eval_on_a_full_disk_keeps_the_previous_files_whole(world, tmp_path, monkeypatch):
-    import headswap.plots
+    import headswap.reports.plots
     out = tmp_path / "ev"
     argv = ["eval", "-q", "--model-dir", str(world["model"]), "--data", str(world["data"]), "--out", str(out)]
     assert invoke(argv)[0] == 0
@@ -156,7 +156,7 @@ def test_eval_on_a_full_disk_keeps_the_previous_files_whole(world, tmp_path, mon
 
     def full(*a, **kw):
         raise ENOSPC
-    monkeypatch.setattr(headswap.plots, "plot_reliability", full)   # the last of the three files to be written
+    monkeypatch.setattr(headswap.reports.plots, "plot_reliability", full)   # the last of the three files to be written
     rc, _, err = invoke(argv)
     assert rc == 2 and f"in {out} failed: No space left on device" in _one_line(err)
     assert _listing(out) == before      # not a new metrics.json beside the old charts, and no temporary files

@@ -17,11 +17,11 @@ import pytest
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.api import load_model
+from headswap.classifier.estimator import load_model
 from headswap.cli.parser import main
-from headswap.distill import distill
+from headswap.jobs.distill import distill
 from headswap.errors import HeadswapError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -18,7 +18,7 @@ from headswap import TextClassifier
 from headswap.errors import HeadswapError
 from headswap.explain import explain
 from headswap.explain.words import word_spans, without_words
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -170,7 +170,7 @@ def test_a_multi_label_model_explains_each_predicted_label(world):
 
 def test_occlusion_on_an_onnx_export_matches_occlusion_on_torch(world):
     pytest.importorskip("onnxruntime")
-    from headswap.export import export
+    from headswap.jobs.export import export
     onnx_dir = world["root"] / "plain-onnx"
     export(world["dir"], onnx_dir)
     onnx = TextClassifier.load(onnx_dir, progress=False)

@@ -17,8 +17,8 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap import TextClassifier
 from headswap.errors import HeadswapError
-from headswap.export import FP32_TOLERANCE, export
-from headswap.runtime import is_head
+from headswap.jobs.export import FP32_TOLERANCE, export
+from headswap.classifier.runtime import is_head
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 pytest.importorskip("onnxruntime")
@@ -145,7 +145,7 @@ def _set_export(d, **kw):
 
 
 def test_damaged_or_mismatched_exports_are_clear_errors(models, tmp_path):
-    from headswap.atomic import sha256_of
+    from headswap.saved.atomic import sha256_of
     d = _copy(models, "mlp-onnx", tmp_path)
     data = (d / "model.onnx").read_bytes()
     (d / "model.onnx").write_bytes(data[: len(data) // 2])
@@ -206,7 +206,7 @@ def test_what_cannot_be_exported(models, tmp_path):
     with pytest.raises(HeadswapError, match="'slm-logits' on a causal model cannot be exported; exportable: "
                                             "encoder-mlp, similarity, cross-encoder, setfit"):
         export(tmp_path / "slm", tmp_path / "slm-onnx")
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
     tfidf = TfidfClassifier().fit(TEXTS, LABELS).save(tmp_path / "tfidf")
     with pytest.raises(HeadswapError, match="holds a TF-IDF model: .* has no graph to export"):
         export(tfidf, tmp_path / "tfidf-onnx")

@@ -16,7 +16,7 @@ from torch import nn
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError
-from headswap.fitted import Fitted
+from headswap.classifier.fitted import Fitted
 from headswap.nn.dropout import BitsDropout
 from headswap.train.loop import EpochShuffle, epoch_seed
 

@@ -14,7 +14,7 @@ import pytest
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,7 +30,7 @@ def models(tmp_path_factory):
     out = {"enc": enc, "torch": clf.save(root / "torch"), "tfidf": TfidfClassifier().fit(TEXTS, LABELS).save(
         root / "tfidf")}
     if _has_onnx():
-        from headswap.export import export
+        from headswap.jobs.export import export
         export(out["torch"], root / "onnx")
         out["onnx"] = root / "onnx"
     return out

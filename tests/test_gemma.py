@@ -94,8 +94,7 @@ def test_the_saved_config_carries_the_license_notice(fake):
 
 
 def test_a_saved_classifier_on_a_noticed_base_gets_a_notice_file_and_a_card_line(tmp_path):
-    from headswap import model_dir
-
+    from headswap.saved import model_dir
     config = {"params": {"strategy": "slm-logits", "model": "gemma3-270m", "epochs": 1}, "regime": "lora",
               "labels": ["ham", "spam"],
               "base_model": {"ref": "gemma3-270m", "kind": "causal", "builtin": True,

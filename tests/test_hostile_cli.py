@@ -271,7 +271,7 @@ def test_train_out_through_a_symlink_saves_into_its_target(models, tmp_path):
 
 
 def test_a_second_distill_into_the_same_out_stops_before_reading_anything(tmp_path):
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
     with output_lock(tmp_path / "s"):
         rc, _, err = invoke(["distill", "--teacher", str(tmp_path / "no-teacher"), "--data", str(tmp_path / "no-data"),
                              "--out", str(tmp_path / "s")])

@@ -9,7 +9,7 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError, DataError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 TEXTS = ["win cash now", "free call now", "see you at noon", "ok home"] * 3
 LABELS = ["spam", "spam", "ham", "ham"] * 3

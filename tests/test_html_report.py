@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headswap.bench.html_report import dump_dom, find_browser, render_html, screenshot, write_html
+from headswap.reports.html_report import dump_dom, find_browser, render_html, screenshot, write_html
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SECTIONS = ["summary", "results", "quality-vs-speed", "learning-curves", "confusion", "skipped"]
@@ -246,7 +246,7 @@ def test_missing_optional_parts_do_not_crash():
 
 
 def test_calibration_section():
-    from headswap.calibration import report
+    from headswap.decisions.calibration import report
 
     rng = np.random.default_rng(0)
     logits, y = rng.normal(size=(60, 2)) * 3, rng.integers(0, 2, size=60)
@@ -260,12 +260,12 @@ def test_calibration_section():
 
 
 def test_a_failing_chart_keeps_the_rest(monkeypatch):
-    import headswap.plots
+    import headswap.reports.plots
 
     def broken(*_args, **_kw):
         raise RuntimeError("no <canvas>")
 
-    monkeypatch.setattr(headswap.plots, "plot_quality_vs_speed", broken)
+    monkeypatch.setattr(headswap.reports.plots, "plot_quality_vs_speed", broken)
     html = render_html(results_dict())
     page = Page(html)
     assert page.sections == SECTIONS

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from headswap.inference import compute_features, predict_logits
+from headswap.nn.inference import compute_features, predict_logits
 
 
 class Recorder(nn.Module):

@@ -12,11 +12,11 @@ import torch
 from cli_run import invoke
 from tiny_models import make_tiny_encoder
 
-from headswap import model_dir
-from headswap.api import TextClassifier
+from headswap.saved import model_dir
+from headswap.classifier.estimator import TextClassifier
 from headswap.errors import ConfigError, HeadswapError
-from headswap.fitted import Fitted
-from headswap.init_from import Parent
+from headswap.classifier.fitted import Fitted
+from headswap.classifier.init_from import Parent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -66,8 +66,7 @@ def test_the_head_grows_old_rows_kept_new_rows_fresh(world):
     parent = Parent.read(world["root"] / "parent")
     clf = TextClassifier(model=world["enc"], **SETTINGS)
     clf.fitted_ = Fitted.for_labels(["food", "sport", "weather"])
-    clf.parent_start_ = parent
-    clf._build(texts=["x"])
+    clf._build(texts=["x"], start=parent)
     grown = {k: v for k, v in model_dir.trained_state(clf.module_).items() if k.startswith("head.")}
     assert grown
     for name, w in grown.items():
@@ -144,8 +143,7 @@ def test_slm_logits_grows_its_sliced_lm_head_with_the_new_class_first_token_row(
     def built(start):
         clf = TextClassifier(regime="lora", **common)
         clf.fitted_ = Fitted.for_labels(["food", "sport", "weather"])
-        clf.parent_start_ = start
-        clf._build(texts=texts)
+        clf._build(texts=texts, start=start)
         return model_dir.trained_state(clf.module_)
     grown, fresh = built(parent), built(None)
     head = [k for k in grown if k.startswith("head.") and grown[k].shape[0] == 3]
@@ -158,7 +156,7 @@ def test_slm_logits_grows_its_sliced_lm_head_with_the_new_class_first_token_row(
 
 
 def test_a_tfidf_parent_is_refused_in_one_line(world, tmp_path):
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
     TfidfClassifier().fit(*rows(["sport", "food"], 2)).save(tmp_path / "tfidf")
     rc, _, err = invoke(["train", "--data", _csv(tmp_path / "new.csv", ["weather", "food"], 1),
                          "--init-from", str(tmp_path / "tfidf"), "--out", str(tmp_path / "refused"), "-q"])

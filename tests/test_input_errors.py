@@ -18,7 +18,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from headswap import TextClassifier
-from headswap.atomic import output_lock
+from headswap.saved.atomic import output_lock
 from headswap.data.load import from_lists, load_dataset
 from headswap.errors import DataError, HeadswapError
 from headswap.text.language_fit import language_fit, warn_if_language_misfits
@@ -192,12 +192,12 @@ def test_out_under_proc_is_an_unwritable_place_not_another_process(world, tmp_pa
 
 
 def test_a_read_only_folder_is_said_so_and_a_held_lock_is_still_another_process(tmp_path, monkeypatch):
-    import headswap.atomic
+    import headswap.saved.atomic
 
     def refuse(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
     with monkeypatch.context() as m:
-        m.setattr(headswap.atomic.tempfile, "mkdtemp", refuse)    # check_writable's probe
+        m.setattr(headswap.saved.atomic.tempfile, "mkdtemp", refuse)    # check_writable's probe
         with pytest.raises(HeadswapError) as e:
             with output_lock(tmp_path / "ro" / "out"):
                 pass

@@ -12,7 +12,7 @@ import pytest
 from headswap.data.load import load_dataset, load_texts
 from headswap.data.stream import iter_texts
 from headswap.errors import DataError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 DEEP = "[" * 100_000 + "]" * 100_000
 CASES = {"deep": ('{"text": ' + DEEP + ', "label": "a"}', "nested too deeply"),

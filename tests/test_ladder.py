@@ -15,11 +15,11 @@ import headswap.auto.runners
 import headswap.auto.climb
 import headswap.auto.ladder
 import headswap.bench.measure
-from headswap.api import TextClassifier, load_model
+from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
 from headswap.auto.ladder import FROZEN_HEADS, TIERS, Costs, plan_ladder
 from headswap.errors import ConfigError
-from headswap.inference import feature_cache
+from headswap.nn.inference import feature_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

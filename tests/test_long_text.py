@@ -1,6 +1,6 @@
 """Long texts: chunk_stride splits a text longer than max_length into overlapping windows, each window trains
 with its text's label, and every prediction path aggregates the windows' logits back to one row per text
-(headswap.inference.per_text), exactly alike on torch and on an ONNX export."""
+(headswap.nn.inference.per_text), exactly alike on torch and on an ONNX export."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError
-from headswap.inference import per_text
+from headswap.nn.inference import per_text
 from headswap.text.encoding import TextEncoder
 from headswap.text.prompts import encode_plain
 
@@ -137,7 +137,7 @@ def test_auto_picks_the_better_aggregation_on_validation_and_it_survives_save_an
 
 def test_an_onnx_export_chunks_and_aggregates_as_torch_does(world):
     pytest.importorskip("onnxruntime")
-    from headswap.export import export
+    from headswap.jobs.export import export
     source = world["chunked"].save(world["root"] / "chunked")
     export(source, world["root"] / "chunked-onnx")
     onnx = TextClassifier.load(world["root"] / "chunked-onnx", progress=False)

@@ -17,10 +17,10 @@ from cli_run import signalled
 from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.atomic import output_lock
+from headswap.saved.atomic import output_lock
 from headswap.errors import HeadswapError
-from headswap.model_dir import CONFIG_FILE, WEIGHTS_FILE, save_into
-from headswap.tfidf import TfidfClassifier
+from headswap.saved.model_dir import CONFIG_FILE, WEIGHTS_FILE, save_into
+from headswap.baseline.tfidf import TfidfClassifier
 
 TEXTS = ["win cash now", "free call now", "see you at noon", "ok home"] * 3
 LABELS = ["spam", "spam", "ham", "ham"] * 3

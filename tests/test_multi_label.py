@@ -15,7 +15,7 @@ import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap import TextClassifier
-from headswap.calibration import fit_label_temperatures
+from headswap.decisions.calibration import fit_label_temperatures
 from headswap.data.multilabel import binarize, check_no_empty_sets, label_sets, tune_thresholds
 from headswap.errors import ConfigError, DataError, HeadswapError
 from headswap.metrics import multi_label_metrics

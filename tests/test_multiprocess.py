@@ -104,7 +104,7 @@ def test_every_strategy_reaches_all_its_trainable_parameters(tmp_path, monkeypat
     import torch.nn.functional as F
     from tiny_models import make_tiny_causal, make_tiny_encoder
 
-    import headswap.api as api
+    import headswap.classifier.estimator as api
     from headswap import TextClassifier
     from headswap.strategies import names
     STRATEGIES, NEEDS_CAUSAL = names(), names(needs_causal=True)

@@ -108,7 +108,7 @@ def _traced(world, name: str, args: list[str]) -> list[str]:
 def test_importing_headswap_turns_onnxruntime_telemetry_off_before_it_loads():
     """ONNX Runtime reads ORT_DISABLE_TELEMETRY once, when its library loads: `import headswap` sets it."""
     pytest.importorskip("onnxruntime")
-    code = ("import os, sys; import headswap; from headswap.runtime import import_onnxruntime; "
+    code = ("import os, sys; import headswap; from headswap.classifier.runtime import import_onnxruntime; "
             "print(os.environ.get('ORT_DISABLE_TELEMETRY'), 'onnxruntime' in sys.modules); import_onnxruntime()")
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -204,7 +204,7 @@ def ray_head(world, one_ray_at_a_time):
 def test_auto_on_a_ray_head_on_this_machine_stays_on_this_machine(world, ray_head):
     """`headswap auto --ray-address 127.0.0.1:PORT`: Ray's node-IP discovery made a UDP connect to 8.8.8.8:53 in
     the driver, and turned 127.0.0.1 into the machine's outward address, where a loopback head does not answer
-    (ray.init retried for minutes). headswap.batch.import_ray keeps the address loopback, with no lookup. The
+    (ray.init retried for minutes). headswap.jobs.batch.import_ray keeps the address loopback, with no lookup. The
     head's processes (raylet, agents, the workers that run the arms) look for no node IP outward either; its
     dashboard's cloud-metadata and usage-stats requests are the head's own (Ray's, started by the user) and are
     not checked here."""
@@ -237,9 +237,9 @@ def test_auto_on_a_ray_head_on_this_machine_stays_on_this_machine(world, ray_hea
 def test_predict_on_a_local_ray_cluster_stays_on_this_machine(world):
     """`headswap predict --engine ray` starts a local Ray cluster: its node address is 127.0.0.1 (no lookup towards
     8.8.8.8), and its dashboard's cloud-metadata requests (169.254.169.254, metadata.google.internal) meet a closed
-    port on this machine instead of leaving it (headswap.batch._http_kept_local)."""
+    port on this machine instead of leaving it (headswap.jobs.batch._http_kept_local)."""
     pytest.importorskip("ray")
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
 
     root = world["root"]
     texts = ["win cash now", "free call now", "see you at noon", "ok home", "urgent prize", "running late"] * 3

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 from test_reject import VAL_LABELS, VAL_TEXTS, enc  # noqa: F401  (the same validation texts and tiny encoder)
 
-from headswap import TextClassifier, oos
+from headswap import TextClassifier
+
+from headswap.classifier import reject_option as oos
 from headswap.errors import ConfigError, HeadswapError
-from headswap.oos_scores import OosStatistics, compute, figures, pick
-from headswap.reject import scores, tune
+from headswap.decisions.oos_scores import OosStatistics, compute, figures, pick
+from headswap.decisions.reject import scores, tune
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -47,7 +49,7 @@ def test_mahalanobis_is_the_smallest_class_distance_under_the_shared_precision()
 
 @pytest.mark.parametrize("k", [1, 10])
 def test_knn_is_the_cosine_distance_to_the_kth_nearest_training_feature(k, monkeypatch):
-    import headswap.oos_scores as mod
+    import headswap.decisions.oos_scores as mod
     monkeypatch.setattr(mod, "CHUNK", 7)     # several chunks of queries
     x, y, rng = _data(1)
     stats = OosStatistics.fit(x, y, k=k)
@@ -169,7 +171,7 @@ def test_the_statistics_reload_exactly_and_the_saved_model_decides_the_same(knn_
 
 def test_an_exported_model_gives_the_features_and_rejects_as_torch_does(knn_model, tmp_path):
     pytest.importorskip("onnxruntime")
-    from headswap.export import export
+    from headswap.jobs.export import export
     src = knn_model.save(tmp_path / "m")
     export(src, tmp_path / "onnx")
     exported = TextClassifier.load(tmp_path / "onnx", progress=False)

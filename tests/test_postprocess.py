@@ -1,4 +1,4 @@
-"""The post-processing steps (headswap.postprocess) on their own: fitted on logits, applied to numpy or torch
+"""The post-processing steps (headswap.decisions.postprocess) on their own: fitted on logits, applied to numpy or torch
 logits, and saved and loaded back exactly (through JSON, as headswap_config.json holds them)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from headswap import reject
-from headswap.calibration import fit_label_temperatures, fit_temperature
+from headswap.decisions import reject
+from headswap.decisions.calibration import fit_label_temperatures, fit_temperature
 from headswap.data.multilabel import tune_thresholds
 from headswap.errors import HeadswapError
-from headswap.oos_scores import STATS_FILE, OosStatistics
-from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
-from headswap.targets import MultiLabel
+from headswap.decisions.oos_scores import STATS_FILE, OosStatistics
+from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.targets import MultiLabel
 
 
 def _data(n=200, k=3, seed=0):

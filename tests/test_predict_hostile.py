@@ -43,7 +43,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported(models):
     pytest.importorskip("onnxruntime")
-    from headswap.export import export
+    from headswap.jobs.export import export
     export(models["a"], models["root"] / "a-onnx")
     return models["root"] / "a-onnx"
 
@@ -267,7 +267,7 @@ def test_predict_stopped_mid_run_keeps_its_rows_and_resume_continues(models, tmp
 
 
 def test_another_predict_into_the_same_file_is_told_to_give_another_file(models, tmp_path, capsys):
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
     out = tmp_path / "p.jsonl"
     with output_lock(out, kind="file"):
         code, _, err = _cli(capsys, "predict", "--model-dir", str(models["a"]), "--out", str(out), "hi")

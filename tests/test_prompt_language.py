@@ -9,7 +9,7 @@ from tiny_models import make_tiny_causal
 from transformers import AutoTokenizer
 
 from headswap import TextClassifier
-from headswap.api import load_model
+from headswap.classifier.estimator import load_model
 from headswap.errors import ConfigError
 from headswap.text.prompts import build_prompt, prompt_language_of
 

@@ -20,9 +20,9 @@ import pyarrow.csv as pacsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from headswap import predictor  # noqa: E402
-from headswap.batch import Predictor, predict_ray  # noqa: E402
+from headswap.jobs.batch import Predictor, predict_ray  # noqa: E402
 from test_bad_options import invoke  # noqa: E402  (main with stderr captured: (exit code, stderr))
-from headswap.tfidf import TfidfClassifier  # noqa: E402
+from headswap.baseline.tfidf import TfidfClassifier  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WORDS = ["win", "cash", "now", "see", "you", "at", "noon", "free", "call", "me", "ok", "home"]

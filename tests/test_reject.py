@@ -14,7 +14,7 @@ from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError, HeadswapError
-from headswap.reject import rejected, scores, top_in_scope, tune
+from headswap.decisions.reject import rejected, scores, top_in_scope, tune
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -225,7 +225,7 @@ def test_the_server_answers_the_reject_label(fitted):
 
 
 def test_an_exported_model_rejects_as_the_torch_one_does(fitted, tmp_path):
-    from headswap.export import export
+    from headswap.jobs.export import export
     src = fitted.save(tmp_path / "m")
     export(src, tmp_path / "onnx")
     exported = TextClassifier.load(tmp_path / "onnx", progress=False)
@@ -273,7 +273,7 @@ def test_an_out_of_scope_label_no_text_has_is_named(enc, caplog):
     import logging
 
     from headswap.data.once import _warned
-    from headswap.oos import unseen_label_note
+    from headswap.classifier.reject_option import unseen_label_note
 
     _warned.discard(("unseen out of scope", "OOS"))
     with caplog.at_level(logging.WARNING):

@@ -156,9 +156,9 @@ def test_health_labels_and_docs(batched, clf, model_dir):
 
 
 def test_a_blend_folder_is_served_as_it_predicts(clf, tmp_path):
-    from headswap.api import load_model
-    from headswap.blend import Blend
-    from headswap.tfidf import TfidfClassifier
+    from headswap.classifier.estimator import load_model
+    from headswap.baseline.blend import Blend
+    from headswap.baseline.tfidf import TfidfClassifier
     folder = Blend(clf, TfidfClassifier().fit(X, Y), 0.4).save(tmp_path / "blend")
     texts = ["urgent you have won", "see you at noon", "call me later"]
     with _Server(create_app(folder, **LIMITS)) as s, client(s.url) as c:

@@ -205,7 +205,7 @@ NEW = ["win cash now", "see you at noon", "a text with words it never saw: zebra
 @pytest.fixture(scope="module")
 def exported(fitted, tmp_path_factory):
     pytest.importorskip("onnxruntime")
-    from headswap.export import export
+    from headswap.jobs.export import export
     root = tmp_path_factory.mktemp("static-onnx")
     src = fitted.save(root / "torch")
     entries = {q: export(src, root / q, quantize=q) for q in ("none", "int8")}

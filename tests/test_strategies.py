@@ -19,7 +19,7 @@ from tiny_models import make_tiny_causal, make_tiny_encoder
 from torch.testing import assert_close
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-import headswap.api as api
+import headswap.classifier.estimator as api
 from headswap import TextClassifier
 from headswap.errors import ConfigError, DataError, HeadswapError
 from headswap.nn.hf import HFBody

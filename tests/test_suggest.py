@@ -1,4 +1,4 @@
-"""headswap.suggest, TextClassifier.suggest and `headswap suggest`: which texts to label next. The selection on
+"""headswap.classifier.suggest, TextClassifier.suggest and `headswap suggest`: which texts to label next. The selection on
 arrays whose answer is known, then a tiny encoder's classifier (one fitted per module) through the API and the CLI."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from cli_run import invoke
 
 from headswap.errors import ConfigError, DataError
-from headswap.suggest import COLUMNS, PREFILTER, margins, select
+from headswap.classifier.suggest import COLUMNS, PREFILTER, margins, select
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -190,8 +190,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(fitted, tmp_path, args, message):
 
 def test_a_tfidf_model_ranks_by_margin_alone(tmp_path):
     from headswap import load_model
-    from headswap.suggest import suggest
-    from headswap.tfidf import TfidfClassifier
+    from headswap.classifier.suggest import suggest
+    from headswap.baseline.tfidf import TfidfClassifier
     TfidfClassifier().fit(SPAM * 2 + HAM * 2, ["spam"] * 8 + ["ham"] * 8).save(tmp_path / "tfidf")
     model = load_model(tmp_path / "tfidf")
     result = suggest(model, POOL, 4)

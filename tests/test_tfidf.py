@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from headswap.errors import HeadswapError
-from headswap.tfidf import TfidfClassifier
+from headswap.baseline.tfidf import TfidfClassifier
 
 TEXTS = ["win cash now", "free prize call now", "urgent you have won", "see you at noon", "ok on my way home",
          "running late sorry", "claim your free prize", "call me when you are home"] * 2

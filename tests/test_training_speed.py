@@ -9,9 +9,9 @@ import torch
 from tiny_models import make_tiny_encoder
 from torch.utils.data import DataLoader
 
-from headswap.api import TextClassifier
+from headswap.classifier.estimator import TextClassifier
 from headswap.errors import ConfigError
-from headswap.fitted import Fitted
+from headswap.classifier.fitted import Fitted
 from headswap.train.checkpoint import _ADDED_LATER, RESUME_KEYS
 from headswap.train.loop import EpochShuffle
 from headswap.train.lower_cache import build_cache
@@ -194,7 +194,7 @@ def test_a_model_fitted_under_autocast_predicts_in_float32_as_it_reloads(encoder
 def test_fits_on_the_same_body_and_texts_share_one_pass_of_the_lower_blocks(encoder, monkeypatch):
     """Inside feature_cache() (auto's arms), each slice of a cached-partial arm and each of its learning-rate
     variants is a fit of its own: the lower blocks run once for all of them, and the fits train as without it."""
-    from headswap.inference import feature_cache
+    from headswap.nn.inference import feature_cache
     from headswap.train.lower_cache import LowerCache
 
     passes = []

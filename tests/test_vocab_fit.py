@@ -13,7 +13,7 @@ import pytest
 from tiny_models import make_tiny_encoder, make_tiny_wordpiece_encoder
 from transformers import AutoTokenizer
 
-from headswap.data.stream import tied_classes
+from headswap.jobs.predictions import tied_classes
 from headswap.teach.tokenizer import ByteTokenizer
 from headswap.text.vocab_fit import SAMPLE, measure, warn_if_inputs_alike
 from headswap.train.learned import TOLERANCE, constant_loss, warn_if_nothing_learned
@@ -142,7 +142,7 @@ def test_predict_marks_a_tie_and_counts_them(tmp_path, capsys, caplog):
 def test_a_table_of_predictions_counts_its_ties(caplog):
     """--engine ray writes a table, whose columns are the same for every batch: its ties are counted, not marked."""
     pa = pytest.importorskip("pyarrow")
-    from headswap.batch import _warn_ties
+    from headswap.jobs.batch import _warn_ties
     table = pa.table({"text": ["a", "b", "c"], "label": ["ham", "spam", "ham"], "proba_ham": [0.5, 0.1, 0.7],
                       "proba_spam": [0.5, 0.9, 0.3]})
     with caplog.at_level(logging.WARNING):

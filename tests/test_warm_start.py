@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_training_speed import LABELS, TEXTS, encoder  # noqa: F401  (the tiny encoder and its spam/ham texts)
 
-from headswap.api import TextClassifier
-from headswap.fitted import Fitted
+from headswap.classifier.estimator import TextClassifier
+from headswap.classifier.fitted import Fitted
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,9 +8,9 @@ from headswap.telemetry import disable_onnxruntime_telemetry  # noqa: E402
 disable_onnxruntime_telemetry()
 
 # Imported on first use, so that `import headswap` (and the command line's --help) does not load torch.
-_LAZY = {"TextClassifier": "headswap.api", "load_model": "headswap.api", "AutoClassifier": "headswap.auto.estimator",
-         "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics", "predictor": "headswap.batch",
-         "Predictor": "headswap.batch", "audit": "headswap.label_audit"}
+_LAZY = {"TextClassifier": "headswap.classifier.estimator", "load_model": "headswap.classifier.estimator",
+         "AutoClassifier": "headswap.auto.estimator", "load_dataset": "headswap.data.load", "Metrics": "headswap.metrics", "predictor": "headswap.jobs.batch",
+         "Predictor": "headswap.jobs.batch", "audit": "headswap.jobs.label_audit"}
 __all__ = [*_LAZY, "__version__"]
 
 

@@ -273,26 +273,3 @@ def multi_label_metrics(logits, y_true, labels: list[str], thresholds=None) -> M
     t = torch.as_tensor(np.full(len(labels), 0.5) if thresholds is None else np.asarray(thresholds))
     y_pred = (torch.sigmoid(logits.double()) >= t).numpy()
     return MultiLabelMetrics(list(labels), y_true, y_pred, list(map(float, t)) if thresholds is not None else None)
-
-
-def evaluate_probabilities(predict_proba, X, y, labels: list[str]) -> Metrics:
-    """Metrics of a classifier that gives probabilities (the TF-IDF model, a blend) on labelled texts X, y, with the
-    timing and calibration TextClassifier.evaluate puts in extra (the parameter counts are the caller's). A label
-    never seen in training is one error naming it."""
-    import time
-
-    from headswap import calibration
-    from headswap.errors import HeadswapError
-    texts, index = list(X), {lab: k for k, lab in enumerate(labels)}
-    unseen = sorted({str(v) for v in y} - set(index))
-    if unseen:
-        raise HeadswapError(f"evaluation labels never seen in training: {unseen}; known: {labels}")
-    t0 = time.perf_counter()
-    probs = predict_proba(texts)
-    seconds = time.perf_counter() - t0
-    target = np.array([index[str(v)] for v in y])
-    m = metrics_from_predictions(target, probs.argmax(1), labels)
-    logits = np.log(np.clip(probs, 1e-12, 1))    # softmax(log p) = p: calibration measured on p itself
-    m.extra.update(eval_seconds=seconds, texts_per_second=len(texts) / seconds if seconds else 0.0,
-                   calibration=calibration.report(logits, target, None))
-    return m

@@ -23,12 +23,12 @@ METRICS = ("macro_f1", "weighted_f1", "accuracy", "f1", "precision", "recall", "
 BINARY_METRICS = ("f1", "precision", "recall")     # need a positive class: two-class data only
 MULTI_LABEL_ONLY_METRICS = ("micro_f1", "samples_f1")
 MULTI_LABEL_METRICS = ("macro_f1", "micro_f1", "samples_f1", "weighted_f1", "accuracy")
-CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.inference.per_text keys on mean and max
+CHUNK_AGGREGATES = ("auto", "mean", "max")     # headswap.nn.inference.per_text keys on mean and max
 REJECT_SETTINGS = ("reject_score", "reject_metric", "reject_target")   # what only out_of_scope gives a use
-REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.reject tunes its threshold for
+REJECT_METRICS = ("in_scope_accuracy", "oos_recall")   # what headswap.decisions.reject tunes its threshold for
 PROMPT_LANGUAGES = ("en", "de")     # headswap.text.prompts.TEMPLATES has one template each
 HEAD_FITS = ("loop", "logistic")     # headswap.train.logistic fits the second
-# What the reject threshold is on (headswap.oos_scores.SCORES, which keys on these names), or auto.
+# What the reject threshold is on (headswap.decisions.oos_scores.SCORES, which keys on these names), or auto.
 REJECT_SCORES = ("auto", "softmax", "energy", "mahalanobis", "knn")
 
 

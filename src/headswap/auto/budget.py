@@ -138,7 +138,7 @@ def end_line(budget: float, spent: float) -> str | None:
 def _plain(seconds: float) -> str:
     if seconds < 10:
         return f"{seconds:.1f} s"
-    from headswap.bench.report_text import duration
+    from headswap.reports.report_text import duration
     return duration(seconds)
 
 
@@ -146,8 +146,8 @@ def warm_up_charts() -> None:
     """Draw one throwaway chart now: matplotlib's import and font set-up (3-4.5 s on 2 loaded cores) then count as
     start-up, measured, and the report at the end is drawn warm (REPORT_SECONDS)."""
     try:
-        from headswap.plots import _figure
-        fig = _figure(1, 1)
+        from headswap.reports.plots import new_figure
+        fig = new_figure(1, 1)
         fig.add_subplot().plot([0, 1], [0, 1])
         fig.savefig(io.BytesIO(), format="png")
     except Exception:       # no matplotlib: the report goes without charts, as it would anyway

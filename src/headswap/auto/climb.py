@@ -14,13 +14,13 @@ import time
 from typing import Callable
 
 from headswap.auto.budget import Budget
-from headswap.bench.report_text import duration
+from headswap.reports.report_text import duration
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 
 
 
 def entry_for(rung: Rung) -> dict:
-    from headswap.bench.html_report import model_display_name
+    from headswap.reports.html_report import model_display_name
 
     return {"model": rung.model, "model_name": model_display_name(rung.model), "strategy": rung.strategy,
             "regime": rung.regime, "tier": rung.tier, "rung": rung.name, "epochs": rung.epochs,
@@ -79,7 +79,7 @@ class Climb:
 
     def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
         from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
-        from headswap.bench.report import _error_fields
+        from headswap.bench.report import error_fields
 
         if self.costs.probe(rung) is not None:
             return True
@@ -106,7 +106,7 @@ class Climb:
             self.skip(entry, f"too slow for the {duration(self.budget.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
-            entry.update({**_error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
+            entry.update({**error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
             self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")
             return False
         self.costs.probes[rung.cost_key] = probe
@@ -226,12 +226,12 @@ class Climb:
 def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
-    from headswap.bench.plan import _classifier
-    from headswap.bench.report import _error_fields
+    from headswap.bench.plan import classifier_for
+    from headswap.bench.report import error_fields
 
     t0, clf = time.perf_counter(), None
     try:
-        clf = _classifier(rung, settings, epochs=settings["epochs"])
+        clf = classifier_for(rung, settings, epochs=settings["epochs"])
         clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
         entry.update(status="ran", validation_macro_f1=validation_f1(clf), best_epoch=getattr(clf, "best_epoch_", None))
         if clf.notes_:
@@ -239,7 +239,7 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
         if clf.stopped_:
             entry["stopped"] = clf.stopped_
     except Exception as e:
-        entry.update({**_error_fields(e), "status": "failed", "reason": "failed while training"})
+        entry.update({**error_fields(e), "status": "failed", "reason": "failed while training"})
         log(f"    failed: {entry['error']}")
         clf = None
     entry["seconds"] = time.perf_counter() - t0

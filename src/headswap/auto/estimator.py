@@ -75,12 +75,12 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y=None, X_val=None, y_val=None):
         """Train on texts X with labels y (or X a DataFrame / datasets.Dataset with text and label columns);
         X_val, y_val: validation texts to choose on (without them a stratified tenth of X is held out)."""
-        from headswap.api import load_model
+        from headswap.classifier.estimator import load_model
         from headswap.auto.main import auto
         from headswap.auto.budget import parse_duration
         from headswap.bench.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
-        from headswap.targets import integer_labels
+        from headswap.decisions.targets import integer_labels
 
         seconds = parse_duration(self.budget) if isinstance(self.budget, str) else float(self.budget)
         y = labels_of_table(X, y)
@@ -121,7 +121,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
     def save(self, path) -> Path:
         """The shipped model as a model folder that headswap.load_model and `headswap predict` read (files already in
         PATH that headswap did not write are kept)."""
-        from headswap.model_dir import save_into
+        from headswap.saved.model_dir import save_into
 
         check_is_fitted(self, "model_")
         return save_into(path, lambda folder: shutil.copytree(self.out_ / "model", folder, dirs_exist_ok=True))

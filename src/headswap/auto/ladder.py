@@ -3,7 +3,7 @@ rules that share a time budget among them.
 
 Tiers, in the order they run: the TF-IDF baseline; `static` (no transformer pass); `frozen`: every encoder strategy
 whose head trains on the frozen body's pooled features, head-only on features computed once per model (a logistic
-regression fitted by scikit-learn, a linear and an MLP head: headswap.inference.feature_cache shares the encoding
+regression fitted by scikit-learn, a linear and an MLP head: headswap.nn.inference.feature_cache shares the encoding
 pass); `fine-tune`: the encoder strategies in their own regime (full, LoRA); `causal`: the causal models' rungs,
 frozen and fine-tuned, last. Within a tier, rungs run cheapest first.
 
@@ -131,7 +131,7 @@ class Costs:
     probes: dict = field(default_factory=dict)
     factor: dict = field(default_factory=dict)
     encoded: set = field(default_factory=set)     # (model, strategy) whose features are in the feature cache
-    blends: bool = True      # the winner is tried blended with TF-IDF (headswap.blend): a pass over validation
+    blends: bool = True      # the winner is tried blended with TF-IDF (headswap.baseline.blend): a pass over validation
 
     def probe(self, rung: Rung) -> dict | None:
         return self.probes.get(rung.cost_key)

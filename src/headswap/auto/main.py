@@ -6,7 +6,7 @@
    stratified, seeded tenth of the training texts is held out as validation), or one labelled file as train.
    test_fraction holds a stratified, seeded share of train out as test first; with no test split, nothing is
    scored on test. Test is read once, at the end.
-2. The TF-IDF + logistic-regression classifier (headswap.tfidf) always trains: it is the baseline and the
+2. The TF-IDF + logistic-regression classifier (headswap.baseline.tfidf) always trains: it is the baseline and the
    fallback when nothing else fits.
 3. The cost ladder (headswap.auto.ladder, run by headswap.auto.climb): `static`, then head-only rungs on frozen
    features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
@@ -76,7 +76,7 @@ def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str
     """`models` less those whose first load would convert them into the model cache for longer than `spare`
     seconds leave room to then time one of their rungs, and a skip record for each of those."""
     from headswap.auto.ladder import PROBE_GUESS
-    from headswap.bench.report_text import duration
+    from headswap.reports.report_text import duration
     from headswap.models import conversion_seconds
 
     kept, skipped = [], []
@@ -118,25 +118,25 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
     MAX_PLANNED_EPOCHS), so a leader can train on. blend: ship the winner blended with the baseline where validation
-    prefers it (headswap.blend). ray_address: run the arms on that Ray cluster, each with arm_cpus
+    prefers it (headswap.baseline.blend). ray_address: run the arms on that Ray cluster, each with arm_cpus
     CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and
     multilingual-e5-small when installed). started: when the budget began, on `clock` (the CLI passes its process's
     start); None: now. A budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
     """
     from headswap import __version__
-    from headswap.atomic import write_text
-    from headswap.bench.html_report import model_display_name
+    from headswap.saved.atomic import write_text
+    from headswap.reports.html_report import model_display_name
     from headswap.auto.budget import Budget
     from headswap.auto.climb import Climb
     from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
-    from headswap.bench.measure import _machine
+    from headswap.bench.measure import machine_info
     from headswap.bench.plan import parse_strategies
-    from headswap.inference import feature_cache
+    from headswap.nn.inference import feature_cache
     from headswap.bench.report import split_lines, write_json
-    from headswap.bench.report_text import duration
+    from headswap.reports.report_text import duration
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
 
     from headswap.bench.report import check_run_folder
     check_run_folder(out, "out")
@@ -171,7 +171,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     candidates = []      # one entry per (model, strategy, regime): what auto knew, did and measured
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "headswap_version": __version__, "machine": _machine(), "data": sizes,
+            "headswap_version": __version__, "machine": machine_info(), "data": sizes,
             "command": list(command) if command is not None else None,
             "args": {"data_dir": "(in memory)" if in_memory else str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
                      "label_column": label_column, "models": models, "strategies": names, "out": str(out),
@@ -232,7 +232,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
-    # 4. The winner averaged with the baseline's probabilities, where validation says it pays (headswap.blend).
+    # 4. The winner averaged with the baseline's probabilities, where validation says it pays (headswap.baseline.blend).
     if blend and best is not baseline:
         best, best_entry = blend_winner(best, best_entry, baseline, validation, candidates, log)
     if getattr(climb, "halving", None):
@@ -255,10 +255,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     if test is None:
         log("no test set: the winner and the baseline are not scored on test")
         shipped = None
-    elif best is baseline:       # (headswap.api is not imported for it: 4 s on 2 loaded cores)
+    elif best is baseline:       # (headswap.classifier.estimator is not imported for it: 4 s on 2 loaded cores)
         shipped = baseline
     else:
-        from headswap.api import load_model
+        from headswap.classifier.estimator import load_model
         shipped = load_model(target, progress=False)
     del best
     gc.collect()
@@ -271,18 +271,18 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         write_text(out / "results.md", render_markdown(results))
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
-    from headswap.bench.report_text import arm_rows
+    from headswap.reports.report_text import arm_rows
     arms = arm_rows(summary)
     if any(a.get("slices") for a in arms):      # a chart of no slices would say nothing
         try:
-            from headswap.plots import plot_arm_curves
+            from headswap.reports.plots import plot_arm_curves
             plot_arm_curves(arms, out / "arms.png")
             summary["arms_chart"] = "arms.png"
         except ImportError:
             pass
     write_results()
     try:
-        from headswap.bench.html_report import write_html
+        from headswap.reports.html_report import write_html
         write_html(results, out / "report.html", title="headswap auto")
     except ImportError:
         pass
@@ -295,7 +295,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 def _checked(budget_seconds: float, arm_cpus: float, arm_gpus: float, quantize: str, settings: dict
              ) -> tuple[dict, dict]:
     """The options checked before anything is read: (the candidates' settings, with every default filled in)."""
-    from headswap.runtime import QUANTIZE
+    from headswap.classifier.runtime import QUANTIZE
     from headswap.settings import check as check_settings
     from headswap.settings import defaults
 
@@ -344,7 +344,7 @@ def _models(models) -> tuple[list[str], dict, list[dict]]:
 def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
                ) -> list[dict]:
     """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
-    from headswap.bench.report import _metric_fields
+    from headswap.bench.report import metric_fields
 
     rows = []
     for clf, entry, is_baseline in scored:
@@ -356,7 +356,7 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
                "regime": entry["regime"], "epochs": entry.get("epochs"),
                **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
                "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
-               "runtime": getattr(clf, "runtime_", None), **_metric_fields(m),
+               "runtime": getattr(clf, "runtime_", None), **metric_fields(m),
                "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
                "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
                "total_params": int(m.extra.get("total_params", 0) or 0),
@@ -364,7 +364,7 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
                **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
         if "calibration" in m.extra:
             row["calibration"] = m.extra["calibration"]
-        if m.extra.get("out_of_scope"):     # headswap.oos: the chosen score, every score's AUROC, the decisions
+        if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions
             row["out_of_scope"] = m.extra["out_of_scope"]
         elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
             from headswap.bench.baseline import tfidf_reject_block
@@ -381,7 +381,7 @@ def _data_warnings(train, validation, settings: dict) -> list[str]:
     """What makes the winner's choice weak, said plainly: an out-of-scope label no text has, validation texts of
     one class."""
     from headswap.data.once import said
-    from headswap.oos import unseen_label_note
+    from headswap.classifier.reject_option import unseen_label_note
 
     note = unseen_label_note(settings.get("out_of_scope"), list(train.labels) + list(validation.labels))
     if note:

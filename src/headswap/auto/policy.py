@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Sequence
 
-from headswap.bench.report_text import duration
+from headswap.reports.report_text import duration
 
 ETA = 2                     # survivors per round: the better 1/ETA
 CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation

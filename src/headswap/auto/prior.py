@@ -20,7 +20,7 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
-from headswap.bench.report_text import duration
+from headswap.reports.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
 UNPROVEN_SHARE = 0.10      # of the budget: the most an unproven cheap rung may take before the arms start

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 def render_markdown(results: dict) -> str:
     """What ran, what was skipped and why, the winner, and the test scores of the winner and the baseline."""
-    from headswap.bench.html_report import rung_note
-    from headswap.bench.report_text import has_test, split_lines
-    from headswap.bench.report import _cell, _num, oos_table
-    from headswap.bench.report_text import duration
+    from headswap.reports.html_report import rung_note
+    from headswap.reports.report_text import has_test, split_lines
+    from headswap.bench.report import md_cell, md_num, oos_table
+    from headswap.reports.report_text import duration
 
     a = results["auto"]
     used = a.get("elapsed_seconds", 0)
@@ -31,11 +31,11 @@ def render_markdown(results: dict) -> str:
               "|---|---|---|---|---|---|---:|---:|---:|---|"]
     for c in a["candidates"]:
         name = f"**{c['model_name']}**" if c.get("winner") else c["model_name"]
-        lines.append("| " + " | ".join(_cell(v) for v in (
+        lines.append("| " + " | ".join(md_cell(v) for v in (
             c.get("tier", "–"), name, c["strategy"], c["regime"], c.get("rung") or "–", c.get("status", "–"),
             duration(c["estimated_seconds"]) if c.get("estimated_seconds") is not None else "–",
             duration(c["seconds"]) if c.get("seconds") is not None else "–",
-            _num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
+            md_num(c.get("validation_macro_f1"), ".4f"), rung_note(c))) + " |")
     lines += arms_markdown(a)
     if not has_test(results):
         lines += ["", "## Test set", "", "No test set: nothing was scored on test, and the winner was chosen on "
@@ -44,7 +44,7 @@ def render_markdown(results: dict) -> str:
         lines += ["", "## Test set (scored once, after the choice)", "",
                   "| model | strategy | runtime | macro F1 | accuracy | texts/s |", "|---|---|---|---:|---:|---:|"]
     for r in results["rows"]:
-        lines.append(f"| {_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
+        lines.append(f"| {md_cell(r['model_name'])}{' (winner)' if r.get('winner') else ''} | {r['strategy']} | "
                      f"{r.get('runtime') or '–'} | {r['macro_f1']:.4f} | {r['accuracy']:.4f} | "
                      f"{r['texts_per_second']:.0f} |")
     oos = oos_table(results["rows"])
@@ -58,9 +58,9 @@ def render_markdown(results: dict) -> str:
 
 def arms_markdown(a: dict) -> list[str]:
     """Where the budget went among the fine-tuning arms: each one's slices, seconds and why it stopped."""
-    from headswap.bench.report import _cell, _num
-    from headswap.bench.report_text import duration
-    from headswap.bench.report_text import arm_rows
+    from headswap.bench.report import md_cell, md_num
+    from headswap.reports.report_text import duration
+    from headswap.reports.report_text import arm_rows
 
     arms = arm_rows(a)
     if not arms:
@@ -79,9 +79,9 @@ def arms_markdown(a: dict) -> list[str]:
     for c in arms:
         slices = ", ".join(f"{'lead' if s['round'] == 'lead' else s['round'] + 1}: {s['seconds'] or 0:.0f}"
                            + (f" on {s['node'][:8]}" if s.get("node") else "") for s in c.get("slices") or [])
-        lines.append("| " + " | ".join(_cell(v) for v in (
+        lines.append("| " + " | ".join(md_cell(v) for v in (
             f"**{c['name']}**" if c.get("winner") else c["name"], slices or "–", f"{c.get('seconds') or 0:.0f}",
-            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", _num(c.get("trained_epochs"), ".2f"),
-            _num(c.get("validation_macro_f1"), ".4f"),
+            f"{(c.get('seconds') or 0) / a['budget_seconds']:.0%}", md_num(c.get("trained_epochs"), ".2f"),
+            md_num(c.get("validation_macro_f1"), ".4f"),
             c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
     return lines

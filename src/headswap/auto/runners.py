@@ -48,8 +48,8 @@ def slice_points(history: list[dict], seen: int, build_seconds: float, train_sec
 def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[object | None, dict]:
     """One slice of an arm (settings carry its epochs, time_limit, eval_every, checkpoint_dir and resume=True):
     (the classifier or None, {points, finished, history_length, error, seconds})."""
-    from headswap.bench.plan import _classifier
-    from headswap.bench.report import _error_fields
+    from headswap.bench.plan import classifier_for
+    from headswap.bench.report import error_fields
     from headswap.train.checkpoint import better_than
     from headswap.train.learned import slices_of_a_run
 
@@ -58,13 +58,13 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     heads = settings.pop("start_heads", None)
     said = io.StringIO()
     try:
-        clf = _classifier(rung, settings, epochs=settings["epochs"])
+        clf = classifier_for(rung, settings, epochs=settings["epochs"])
         if heads and not settings["resume"]:     # a later slice resumes from the arm's checkpoint instead
             clf.start_heads_ = heads
         with contextlib.redirect_stderr(said), slices_of_a_run():   # resume lines: one per slice, nothing to act on
             clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
     except Exception as e:  # one arm's failure must not end the run
-        return None, {"error": _error_fields(e)["error"], "points": [], "finished": False, "history_length": seen,
+        return None, {"error": error_fields(e)["error"], "points": [], "finished": False, "history_length": seen,
                       "seconds": time.perf_counter() - t0}
     finally:
         for line in said.getvalue().splitlines():
@@ -210,7 +210,7 @@ def remote_slice(rung, settings: dict, data, model_blob: bytes | None, checkpoin
 
 def _point_at(folder: Path, local: str, driver_ref: str) -> None:
     """A model trained on the node's copy of a local model names the driver's path, as a local run's would."""
-    from headswap.model_dir import CONFIG_FILE
+    from headswap.saved.model_dir import CONFIG_FILE
 
     path = Path(folder) / CONFIG_FILE
     config = json.loads(path.read_text())
@@ -225,7 +225,7 @@ class RayArms:
     cluster's resources hold."""
 
     def __init__(self, address: str, train, validation, cpus: float = 1, gpus: float = 0, log=print):
-        from headswap.batch import import_ray
+        from headswap.jobs.batch import import_ray
         from headswap.errors import ConfigError, HeadswapError
         try:    # a head on this machine: Ray asks 8.8.8.8 for no node address (import_ray)
             ray = import_ray(address)
@@ -314,7 +314,7 @@ def check_reachable(address: str) -> None:
 
 def load_shipped(blob: bytes):
     """A model that came back from a worker as bytes, loaded here."""
-    from headswap.api import load_model
+    from headswap.classifier.estimator import load_model
 
     folder = Path(tempfile.mkdtemp(prefix="headswap-winner-"))
     try:

@@ -1,4 +1,4 @@
-"""Shipping auto's winner: blended with the TF-IDF baseline where validation says it pays (headswap.blend), then
+"""Shipping auto's winner: blended with the TF-IDF baseline where validation says it pays (headswap.baseline.blend), then
 saved as OUT/model, exported to ONNX when its strategy can be."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from headswap import model_dir
+from headswap.saved import model_dir
 from headswap.errors import HeadswapError
 
 
@@ -24,8 +24,8 @@ def ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
 
 def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     """Write the winner into the new, empty `folder`; returns why it was not exported (None when it was)."""
-    from headswap.blend import Blend
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.blend import Blend
+    from headswap.baseline.tfidf import TfidfClassifier
 
     if isinstance(winner, Blend):     # the neural member is exported as it would be alone
         why = []
@@ -38,12 +38,12 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
         winner.save(folder)
         return f"{winner.strategy} on a {winner.model_spec_.kind} model cannot be exported to ONNX"
     try:
-        from headswap.runtime import import_onnxruntime
+        from headswap.classifier.runtime import import_onnxruntime
         import_onnxruntime()
     except HeadswapError as e:
         winner.save(folder)
         return str(e)
-    from headswap.export import export
+    from headswap.jobs.export import export
 
     staging = Path(tempfile.mkdtemp(prefix=".model-torch-", dir=folder.parent))
     try:
@@ -65,7 +65,7 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
 def blend_winner(best, entry: dict, baseline, validation, candidates: list, log):
     """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
     validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
-    from headswap.blend import fit_blend, same_labels
+    from headswap.baseline.blend import fit_blend, same_labels
     row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
            "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
     why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else

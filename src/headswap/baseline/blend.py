@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from headswap.errors import HeadswapError
-from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
+from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
 
 KIND = "blend"
 MEMBERS = "members"          # OUT/members/model and OUT/members/tfidf
@@ -144,7 +144,7 @@ class Blend:
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
-        from headswap.metrics import evaluate_probabilities
+        from headswap.baseline import evaluate_probabilities
         m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         counts = self.model_.summary()
         n_tfidf = int(self.tfidf_.model_.coef_.size + self.tfidf_.model_.intercept_.size)
@@ -162,7 +162,7 @@ class Blend:
     def save(self, path, save_model=None) -> Path:
         """Write the blend into `path`; save_model(model, folder) writes the neural member (default: its own
         save; auto passes its exporter)."""
-        from headswap.atomic import atomic_path
+        from headswap.saved.atomic import atomic_path
         path = Path(path)
         (path / MEMBERS).mkdir(parents=True, exist_ok=True)
         (save_model or (lambda m, folder: m.save(folder)))(self.model_, path / MEMBERS / "model")
@@ -175,9 +175,9 @@ class Blend:
 
     @classmethod
     def load(cls, path, load_model) -> "Blend":
-        """The blend saved in `path`; load_model(folder) loads its neural member (headswap.api.load_model passes
+        """The blend saved in `path`; load_model(folder) loads its neural member (headswap.classifier.estimator.load_model passes
         TextClassifier.load with its runtime)."""
-        from headswap.tfidf import TfidfClassifier
+        from headswap.baseline.tfidf import TfidfClassifier
         path = Path(path)
         config = read_config(path)
         if config.get("kind") != KIND:

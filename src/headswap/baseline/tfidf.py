@@ -16,7 +16,7 @@ from sklearn.pipeline import FeatureUnion
 
 from headswap.data.load import as_list, warn_once
 from headswap.errors import HeadswapError
-from headswap.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, read_config
+from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, read_config
 
 KIND = "tfidf"
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
@@ -128,7 +128,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter count and calibration in extra (as TextClassifier)."""
-        from headswap.metrics import evaluate_probabilities
+        from headswap.baseline import evaluate_probabilities
         m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
         n_params = int(self.model_.coef_.size + self.model_.intercept_.size)
         m.extra.update(strategy=self.strategy, model=self.model, regime="-", runtime=self.runtime_,
@@ -139,7 +139,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def save(self, path) -> Path:
         from safetensors.numpy import save_file
 
-        from headswap.atomic import atomic_path
+        from headswap.saved.atomic import atomic_path
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         tensors = {"coef": self.model_.coef_, "intercept": self.model_.intercept_}
@@ -154,7 +154,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
                   "labels": self.labels_, "params": self.get_params(), "vectorizers": vectorizers}
         if getattr(self, "distillation_", None) is not None:
-            config["distillation"] = self.distillation_    # where a distilled student came from (headswap.distill)
+            config["distillation"] = self.distillation_    # where a distilled student came from (headswap.jobs.distill)
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config))
         return path

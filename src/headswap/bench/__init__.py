@@ -13,18 +13,14 @@ train/validation/test files. A row that fails is recorded with its error; the ru
 Writes OUT/results.json (rows + run metadata, rewritten after every row so an interrupted run keeps what
 it has), OUT/results.md (tables), OUT/confusion-<model>-<strategy>-<regime>.png per row,
 OUT/learning_curves.png, OUT/quality_vs_speed.png, and OUT/report.html: all of it on one self-contained
-page to open in a browser (headswap.bench.html_report).
+page to open in a browser (headswap.reports.html_report).
 
 Modules (only perf imports torch, transformers or scikit-learn at import time; the rest import them inside
 the functions that need them):
   plan      the data subsets and the rows to run (which strategy fits which model, in which regime)
   measure   peak memory, forward passes per text, parameter counts, time estimates, the machine
   baseline  the TF-IDF + LinearSVC row
-  html_report  report.html: a run on one self-contained page (bench's and auto's; auto itself is headswap.auto), rendered from
-            templates/report.html.j2 (templating: the Jinja2 environment and its building blocks)
-  report_text  how values read in results.md and report.html: numbers, durations, model and row names
-  browser   a headless Chromium, to check the page as a browser renders it
-  report    results.json, results.md, charts and log lines (writes the page through html_report)
+  report    results.json, results.md, charts and log lines (writes report.html through headswap.reports)
   run       run_bench: one row after another, each recorded as it finishes
   perf      achieved GFLOP/s against the matmul peak, for benchmarks/ (imports torch)
 """

@@ -6,7 +6,7 @@ import time
 
 from headswap.bench.measure import PeakMemory
 from headswap.bench.plan import BenchData
-from headswap.bench.report import _error_fields, _metric_fields
+from headswap.bench.report import error_fields, metric_fields
 
 BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"
 
@@ -18,7 +18,7 @@ def tfidf_svm(seed: int = 0, multi_label: bool = False):
     from sklearn.pipeline import Pipeline
     from sklearn.svm import LinearSVC
 
-    from headswap.tfidf import tfidf_features
+    from headswap.baseline.tfidf import tfidf_features
     svm = LinearSVC(C=1.0, random_state=seed)
     return Pipeline([("tfidf", tfidf_features()), ("svm", OneVsRestClassifier(svm) if multi_label else svm)])
 
@@ -26,7 +26,7 @@ def tfidf_svm(seed: int = 0, multi_label: bool = False):
 def run_tfidf_baseline(data: BenchData, seed: int = 0, reject: dict | None = None) -> dict:
     """TF-IDF (word 1-2 grams + char_wb 2-5 grams, sublinear tf) + LinearSVC, on the same split. With reject
     (out_of_scope, reject_metric, reject_target): the test's out-of-scope rows are left out of its metrics, and
-    the row's out_of_scope block is the max-probability rule on TF-IDF + logistic regression (headswap.tfidf),
+    the row's out_of_scope block is the max-probability rule on TF-IDF + logistic regression (headswap.baseline.tfidf),
     whose probabilities a LinearSVC lacks, tuned on the validation data as the model rows are."""
     from headswap.metrics import metrics_from_predictions
 
@@ -49,7 +49,7 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0, reject: dict | None = Non
             m = metrics_from_predictions([index[data.test.labels[i]] for i in keep], pred[keep], labels)
             svm = pipe.named_steps["svm"]
             n_params = int(svm.coef_.size + svm.intercept_.size)
-            row.update(_metric_fields(m))
+            row.update(metric_fields(m))
             row.update(trainable_params=n_params, total_params=n_params, effective_params=n_params,
                        embedding_params=None, n_features=int(svm.coef_.shape[1]), train_seconds=train_s,
                        fit_seconds=train_s, load_seconds=0.0, eval_seconds=eval_s,
@@ -59,25 +59,25 @@ def run_tfidf_baseline(data: BenchData, seed: int = 0, reject: dict | None = Non
             if reject is not None:
                 row["out_of_scope"] = _reject_block(data, reject)
         except Exception as e:
-            row.update(_error_fields(e))
+            row.update(error_fields(e))
         row["wall_seconds"] = time.perf_counter() - t0
     row.update(mem.to_dict())
     return row
 
 
 def _reject_block(data: BenchData, reject: dict) -> dict:
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
     clf = TfidfClassifier().fit(data.train.texts, data.train.labels)    # learns the label when train has it
     out = tfidf_reject_block(clf, data.validation, data.test, reject["out_of_scope"], reject["reject_metric"],
                              reject["reject_target"])
-    out["model"] = "TF-IDF + logistic regression (headswap.tfidf), its probabilities"
+    out["model"] = "TF-IDF + logistic regression (headswap.baseline.tfidf), its probabilities"
     return out
 
 
 def tfidf_reject_block(clf, validation, test, label: str, metric: str, target: float) -> dict:
     """A fitted TfidfClassifier's out-of-scope figures on `test` by the max-probability rule, its threshold tuned on
-    `validation` (None: no threshold) as TextClassifier tunes one (headswap.oos.probability_block)."""
-    from headswap.oos import probability_block
+    `validation` (None: no threshold) as TextClassifier tunes one (headswap.classifier.reject_option.probability_block)."""
+    from headswap.classifier.reject_option import probability_block
     val_probs, val_labels = ((clf.predict_proba(validation.texts), validation.labels) if validation is not None
                              else (None, None))
     return probability_block(clf.classes_, label, val_probs, val_labels, clf.predict_proba(test.texts),

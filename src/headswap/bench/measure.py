@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from headswap.bench.plan import EVAL_FRACTION, PlannedRow, _classifier
+from headswap.bench.plan import EVAL_FRACTION, PlannedRow, classifier_for
 from headswap.data.load import LabelledData
 from headswap.data.once import muted
 from headswap.data.sampling import stratified_subset
@@ -174,7 +174,7 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     per_epoch = batches
     t0 = time.perf_counter()
     loop_limit = None if time_limit is None else max(0.8 * (time_limit - load_guess), 0.05)
-    clf = _classifier(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
+    clf = classifier_for(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
                       batch_size=len(sample) if batches == 1 else batch_size, time_limit=loop_limit)
     with muted():
         clf.fit(sample.texts, sample.labels)
@@ -216,7 +216,7 @@ def padding_share(clf, timed: list[str], texts: list[str], most: int = 256) -> f
     where a call over a few dozen texts pads half of them to the longest of all (emotion's tweets: 43.5 tokens a
     text timed, 22.6 in a whole pass). At most 1 (fewer texts than a batch pad no less), and at least 1/4 (a
     batch's fixed cost does not shrink with its texts)."""
-    from headswap.inference import item_length
+    from headswap.nn.inference import item_length
 
     def tokens(sample: list[str]) -> list[int]:
         with muted():
@@ -301,7 +301,7 @@ def estimate_seconds(probe: dict, epochs: int, n_train: int, n_validation: int |
             "test": test_s, "texts_per_second": 1.0 / per_text if per_text else None}
 
 
-def _machine() -> dict:
+def machine_info() -> dict:
     import torch
 
     info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),

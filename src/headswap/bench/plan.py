@@ -244,9 +244,9 @@ def plan_bench(model_kinds: dict[str, str], strategies: Sequence[str], epochs: i
     return rows, skipped
 
 
-def _classifier(p: PlannedRow, settings: dict, **overrides):
+def classifier_for(p: PlannedRow, settings: dict, **overrides):
     """The row's TextClassifier: the run's settings, the row's strategy, model, regime and epochs."""
-    from headswap.api import TextClassifier
+    from headswap.classifier.estimator import TextClassifier
 
     # Zero-shot rows are built in the "full" regime: nothing trains, and no (zero-initialised) LoRA
     # adapters slow the forward pass down or add parameters that do nothing.

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from headswap.bench.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
-from headswap.bench.report_text import duration, split_lines
+from headswap.reports.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
+from headswap.reports.report_text import duration, split_lines
 from headswap.bench.plan import EVAL_FRACTION
 
 
-def _metric_fields(m) -> dict:
+def metric_fields(m) -> dict:
     fields = {"macro_f1": m.f1("macro"), "weighted_f1": m.f1("weighted"), "accuracy": m.accuracy,
               "labels": list(m.labels), "f1_per_class": {lab: float(f) for lab, f in zip(m.labels, m.f1_per_class)},
               "confusion": m.confusion.tolist(), "n_test": int(m.confusion.sum())}
@@ -23,7 +23,7 @@ def _metric_fields(m) -> dict:
     return fields
 
 
-def _error_fields(e: BaseException) -> dict:
+def error_fields(e: BaseException) -> dict:
     tb = traceback.format_exception(type(e), e, e.__traceback__)
     return {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])}
 
@@ -72,7 +72,7 @@ def _is_run(path: Path) -> bool:
 
 
 def write_json(results: dict, path) -> Path:
-    from headswap.atomic import write_text
+    from headswap.saved.atomic import write_text
     return write_text(path, json.dumps(results, indent=2, default=_jsonable) + "\n")
 
 
@@ -86,11 +86,11 @@ def _human(n) -> str:
     return f"{n:.0f}"
 
 
-def _num(value, fmt: str = ".3f") -> str:
+def md_num(value, fmt: str = ".3f") -> str:
     return "–" if value is None else format(value, fmt)
 
 
-def _cell(text) -> str:
+def md_cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -150,27 +150,27 @@ def render_markdown(results: dict) -> str:
         delta = (f"{r['macro_f1'] - base['macro_f1']:+.3f}" if ok and base is not None and not r.get("baseline")
                  else "–")
         cells = [str(i), name, r["strategy"], r["regime"],
-                 _num(r.get("macro_f1")) if ok else "–", delta,
-                 _num(r.get("weighted_f1")) if ok else "–", _num(r.get("accuracy")) if ok else "–",
+                 md_num(r.get("macro_f1")) if ok else "–", delta,
+                 md_num(r.get("weighted_f1")) if ok else "–", md_num(r.get("accuracy")) if ok else "–",
                  _human(r.get("trainable_params")) if ok else "–", _human(r.get("effective_params")) if ok else "–",
-                 _num(r.get("train_seconds"), ".1f") if ok else "–",
-                 _num(r.get("texts_per_second"), ".1f") if ok else "–",
-                 _num(r.get("peak_rss_delta_mb"), ".0f"),
-                 _num(r.get("forward_passes_per_text"), ".2f") if ok else "–",
+                 md_num(r.get("train_seconds"), ".1f") if ok else "–",
+                 md_num(r.get("texts_per_second"), ".1f") if ok else "–",
+                 md_num(r.get("peak_rss_delta_mb"), ".0f"),
+                 md_num(r.get("forward_passes_per_text"), ".2f") if ok else "–",
                  _row_notes(r)]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     lines.append("")
 
     ok_rows = [r for r in _sorted_rows(rows) if r.get("status") == "ok"]
     if ok_rows:
         labels = ok_rows[0]["labels"]
         lines += ["## F1 per class", ""]
-        lines.append("| model | strategy | regime | " + " | ".join(_cell(lab) for lab in labels) + " |")
+        lines.append("| model | strategy | regime | " + " | ".join(md_cell(lab) for lab in labels) + " |")
         lines.append("|---|---|---|" + "---:|" * len(labels))
         for r in ok_rows:
             name = f"**{r['model_name']}**" if r.get("baseline") else r["model_name"]
-            lines.append(f"| {_cell(name)} | {r['strategy']} | {r['regime']} | "
-                         + " | ".join(_num(r["f1_per_class"].get(lab)) for lab in labels) + " |")
+            lines.append(f"| {md_cell(name)} | {r['strategy']} | {r['regime']} | "
+                         + " | ".join(md_num(r["f1_per_class"].get(lab)) for lab in labels) + " |")
         support = data["test"]["classes"]
         lines.append("| *test support* | | | " + " | ".join(str(support.get(lab, 0)) for lab in labels) + " |")
         lines.append("")
@@ -180,7 +180,7 @@ def render_markdown(results: dict) -> str:
     if failed:
         lines += ["## Failed rows", ""]
         for r in failed:
-            lines.append(f"- {r['model_name']} · {r['strategy']} · {r['regime']}: `{_cell(r.get('error', ''))}`")
+            lines.append(f"- {r['model_name']} · {r['strategy']} · {r['regime']}: `{md_cell(r.get('error', ''))}`")
         lines.append("")
     if results.get("skipped"):
         lines += ["## Skipped combinations", ""]
@@ -232,14 +232,14 @@ def oos_table(rows: list[dict]) -> list[str]:
              "rejected in-scope text as wrong; the threshold was tuned on the validation data. The baseline's "
              "figures are TF-IDF + logistic regression's top probability with the same threshold rule.", "",
              "| " + " | ".join(OOS_COLUMNS) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 7) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in oos_cells(r)) + " |" for r in with_oos]
+    lines += ["| " + " | ".join(md_cell(c) for c in oos_cells(r)) + " |" for r in with_oos]
     return lines + [""]
 
 
 def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) -> list[Path]:
     """results.json, results.md, learning_curves.png, quality_vs_speed.png (confusion PNGs are per row) and
     report.html (all of it on one self-contained page)."""
-    from headswap.plots import plot_learning_curves, plot_quality_vs_speed
+    from headswap.reports.plots import plot_learning_curves, plot_quality_vs_speed
 
     written = [write_json(results, out / "results.json")]
     charts = (("learning_curves.png", plot_learning_curves,
@@ -277,7 +277,7 @@ def _confusion_name(row: dict, used: set[str]) -> str:
 
 
 def _plot_row_confusion(row: dict, out: Path, used: set[str], log) -> None:
-    from headswap.plots import plot_confusion
+    from headswap.reports.plots import plot_confusion
 
     if row.get("status") != "ok":
         return

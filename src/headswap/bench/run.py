@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap.bench.baseline import run_tfidf_baseline
-from headswap.bench.html_report import model_display_name
-from headswap.bench.measure import ForwardRows, PeakMemory, _machine, _param_counts, estimate_seconds, probe_timing
-from headswap.bench.plan import (BenchData, PlannedRow, _classifier, bench_files, load_bench_data, parse_strategies,
+from headswap.reports.html_report import model_display_name
+from headswap.bench.measure import ForwardRows, PeakMemory, machine_info, _param_counts, estimate_seconds, probe_timing
+from headswap.bench.plan import (BenchData, PlannedRow, classifier_for, bench_files, load_bench_data, parse_strategies,
                                  plan_bench)
-from headswap.bench.report_text import duration
-from headswap.bench.report import (_describe_estimate, _error_fields, _log_row, _metric_fields,
+from headswap.reports.report_text import duration
+from headswap.bench.report import (_describe_estimate, error_fields, _log_row, metric_fields,
                                    _plot_row_confusion, check_run_folder, split_lines, write_json, write_outputs)
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
@@ -34,7 +34,7 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
     with PeakMemory() as mem:
         t0 = time.perf_counter()
         try:
-            clf = _classifier(p, settings)
+            clf = classifier_for(p, settings)
             validation = data.validation if p.epochs else None
             clf.fit(data.train.texts, data.train.labels,
                     eval_texts=validation.texts if validation is not None else None,
@@ -42,7 +42,7 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
             row["fit_seconds"] = time.perf_counter() - t0
             with ForwardRows(clf.module_) as forward:
                 m = clf.evaluate(data.test.texts, data.test.labels)
-            row.update(_metric_fields(m))
+            row.update(metric_fields(m))
             row.update(trainable_params=int(getattr(clf, "trainable_params_", 0) or 0),
                        total_params=int(m.extra.get("total_params", 0)),
                        **_param_counts(clf.module_, p.kind == "causal"),
@@ -56,14 +56,14 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
                        notes=list(getattr(clf, "notes_", []) or []))
             if m.extra.get("calibration"):
                 row["calibration"] = m.extra["calibration"]     # ECE/Brier before and after temperature
-            if m.extra.get("out_of_scope"):      # headswap.oos.block: every score's AUROC, the decisions
+            if m.extra.get("out_of_scope"):      # headswap.classifier.reject_option.block: every score's AUROC, the decisions
                 row["out_of_scope"] = m.extra["out_of_scope"]
             if "parse_counts" in m.extra:
                 counts = m.extra.get("parse_counts", {})     # this evaluation's texts only
                 row["parse_counts"] = dict(counts)
                 row["unparsed"] = int(counts.get("unparsed", 0))
         except Exception as e:  # one failing row must not end the benchmark
-            row.update(_error_fields(e))
+            row.update(error_fields(e))
         row["wall_seconds"] = time.perf_counter() - t0
     row.update(mem.to_dict())
     del clf
@@ -129,7 +129,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
             "batch_size": batch_size, "max_length": full["max_length"], "zero_shot": zero_shot,
             "head_lr": given.get("head_lr"), "body_lr": given.get("body_lr"), "settings": given}
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "headswap_version": __version__, "machine": _machine(), "args": args,
+            "headswap_version": __version__, "machine": machine_info(), "args": args,
             "command": list(command) if command is not None else None, "data": data.sizes,
             "models": {m: {"kind": s.kind, "path": s.path, "gguf_file": s.gguf_file, "builtin": s.builtin}
                        for m, s in specs.items()}}
@@ -175,7 +175,7 @@ def run_bench(data_dir, models: Sequence[str] = DEFAULT_MODELS, strategies="all"
                     log(f"{label}: failed while timing a first batch")
                     add({"model": p.model, "model_name": model_display_name(p.model), "model_kind": p.kind,
                          "strategy": p.strategy, "regime": p.regime, "epochs": p.epochs, "baseline": False,
-                         **_error_fields(e)})
+                         **error_fields(e)})
                     continue
             log(f"{label}: {_describe_estimate(est, p.epochs)}" if est is not None else label)
             row = run_model_row(p, data, settings)

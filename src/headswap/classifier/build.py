@@ -1,10 +1,14 @@
-"""The strategy's module on the base model, built for a TextClassifier (headswap.api): the model loaded, the
-text encoder and prompt made, the regime's trainable parts prepared, and a saved model's weights loaded."""
+"""The strategy's module on the base model, built for a TextClassifier (headswap.classifier.estimator), as one
+object (Built) that owns it: the model loaded, the text encoder and prompt made, the regime's trainable parts
+prepared, a saved model's weights (or a parent's, or a fitted head) loaded; and its part of the saved config."""
 
 from __future__ import annotations
 
-from headswap import model_dir
+from dataclasses import dataclass, field
+from typing import Any
+
 from headswap.errors import ConfigError
+from headswap.saved import model_dir
 from headswap.strategies import Build
 from headswap.text.language_fit import warn_if_language_misfits
 from headswap.text.vocab_fit import warn_if_inputs_alike
@@ -12,9 +16,44 @@ from headswap.train.lora import LoraSettings
 from headswap.train.regimes import prepare
 
 
-def build(clf, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
-    """Set clf's module_, encoder_, tokenizer_, prompt_, lora_, ... for its fitted_'s labels: for training on
-    `texts`, or with a saved model's `weights` and config (`restored`)."""
+@dataclass
+class Built:
+    """What a TextClassifier runs: the module (torch, or an ONNX Runtime session behind the same interface), the
+    text encoder and tokenizer its texts go through, the prompt, the LoRA settings, the resolved model, and what
+    the strategy derived at build time (`saved`: answer_token_ids, ...). TextClassifier exposes each field with a
+    trailing underscore (module_, encoder_, ...); each key of `saved` too (answer_token_ids_, ...)."""
+
+    module: Any
+    encoder: Any
+    tokenizer: Any
+    prompt: Any = None
+    lora: Any = None
+    spec: Any = None                      # the resolved model (headswap.models); None for an ONNX export
+    regime: str | None = None
+    saved: dict = field(default_factory=dict)
+    runtime: str = "torch"                # headswap.classifier.runtime.RUNTIMES
+    param_counts: dict | None = None      # counted before int8 packing or from an export's summary
+    started_from: str | None = None       # the fitted head a fine-tuning run started from (auto's warm start)
+
+    def config(self) -> dict:
+        """Its keys of the saved headswap_config.json, in the order the first saved format wrote them."""
+        from headswap.models import model_reference_for_config
+        return {"base_model": model_reference_for_config(self.spec), "regime": self.regime,
+                "prompt": vars(self.prompt) if self.prompt else None, "answer_token_ids": None, **self.saved,
+                "lora": self.lora.to_dict() if self.lora else None}
+
+
+# TextClassifier's attribute -> Built's field
+EXPOSED = {"module_": "module", "encoder_": "encoder", "tokenizer_": "tokenizer", "prompt_": "prompt",
+           "lora_": "lora", "model_spec_": "spec", "saved_": "saved", "runtime_": "runtime",
+           "param_counts_": "param_counts", "started_from_": "started_from"}
+
+
+def build(clf, weights: dict | None = None, texts: list | None = None, restored: dict | None = None,
+          start=None) -> Built:
+    """The module for clf's settings and fitted_'s labels: for training on `texts` (from `start`: a parent model
+    (headswap.classifier.init_from.Parent) or fitted heads [(name, state dict)], best first), or with a saved
+    model's `weights` and config (`restored`)."""
     from headswap.models import check_positions, load_model, resolve_model
 
     params, strategy = clf.resolved_params(), clf.strategy_
@@ -37,28 +76,26 @@ def build(clf, weights: dict | None = None, texts: list | None = None, restored:
     module = strategy.build(b)
     b.hf_model = hf_model = None   # an unused LM head (vocab x hidden) is freed here
     module.eval()
-    clf.lora_ = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=clf.last_n,
-                        lora=LoraSettings.from_params(params), train_embeddings=params["train_embeddings"])
+    lora = prepare(module, params["regime"], zero_shot=b.zero_shot, last_n=clf.last_n,
+                   lora=LoraSettings.from_params(params), train_embeddings=params["train_embeddings"])
     if not b.zero_shot:
         strategy.freeze(module, params["regime"])
+    started_from = None
     if weights is not None:
         model_dir.load_weights(module, weights)
-    elif texts is not None and vars(clf).get("parent_start_") is not None:    # fit's init_from
-        vars(clf).pop("parent_start_").load_into(module)
-    elif texts is not None and getattr(clf, "start_heads_", None):     # this fit's alone: not kept for the next
-        clf.started_from_ = start_head(module, vars(clf).pop("start_heads_"))
+    elif texts is not None and hasattr(start, "load_into"):    # fit's init_from
+        start.load_into(module)
+    elif texts is not None and start:
+        started_from = start_head(module, start)
     if texts is not None:
         _to_training_device(module)
     # The tokenizer the texts go through (export saves it): the base model's, or the strategy's own (static).
     own = getattr(b.encoder, "tokenizer", None)
-    clf.tokenizer_ = tokenizer if own is None else own
+    tokenizer = tokenizer if own is None else own
     if texts is not None:    # training texts that all encode alike (emoji through MiniLM: [UNK]) teach nothing
-        warn_if_inputs_alike(clf.tokenizer_, texts, clf.model, max_length=clf.max_length)
-    clf.model_spec_, clf.encoder_, clf.prompt_ = spec, b.encoder, b.prompt
-    clf.saved_, clf.module_ = b.saved, module
-    clf.runtime_, clf.param_counts_ = "torch", None
-    for key, value in b.saved.items():   # e.g. answer_token_ids_: what the strategy derived at build time
-        setattr(clf, key + "_", value)
+        warn_if_inputs_alike(tokenizer, texts, clf.model, max_length=clf.max_length)
+    return Built(module, b.encoder, tokenizer, b.prompt, lora, spec, params["regime"], b.saved,
+                 started_from=started_from)
 
 
 def start_head(module, heads) -> str | None:

@@ -6,7 +6,7 @@
     clf.save("out/spam"); TextClassifier.load("out/spam")
 
 Its keyword arguments are the settings declared in headswap.settings; the strategy (headswap.strategies)
-builds the module, headswap.train trains it, headswap.model_dir saves and reads it.
+builds the module, headswap.train trains it, headswap.saved.model_dir saves and reads it.
 """
 
 from __future__ import annotations
@@ -21,28 +21,48 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from headswap import build, model_dir, oos, persist, settings
-from headswap.data.load import LabelledData, as_list, from_lists, labels_of_table, load_descriptions
-from headswap.data.sampling import stratified_split
+from headswap import settings
+from headswap.classifier import persist
+from headswap.classifier import reject_option as oos
+from headswap.classifier.build import EXPOSED, Built, build
+from headswap.classifier.fit_data import read_fit_data
+from headswap.classifier.fitted import Fitted, expose
+from headswap.classifier.init_from import Parent
+from headswap.data.load import from_lists
+from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.targets import SingleLabel, check_known, targets_for
 from headswap.errors import ConfigError, HeadswapError
-from headswap.fitted import Fitted, expose
-from headswap.init_from import Parent
-from headswap.inference import body_key, per_text, window_owners
 from headswap.metrics import Metrics
-from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.nn.inference import body_key, per_text, window_owners
 from headswap.quiet import stderr_line, tqdm_write
+from headswap.saved import model_dir
 from headswap.strategies import get
-from headswap.targets import SingleLabel, check_known, read_soft_labels, targets_for
+from headswap.train.learned import check_learned
 from headswap.train.logistic import check as check_head_fit
 from headswap.train.logistic import train_logistic
 from headswap.train.loop import TrainConfig, compute_features, fit, predict_logits
-from headswap.train.learned import check_learned
 from headswap.train.regimes import count_parameters
 
 log = logging.getLogger(__name__)
 
 
-@expose   # labels_, classes_, temperature_, history_, ...: the fields of headswap.fitted.Fitted, in fitted_
+def _built_attributes(cls):
+    """Class decorator: module_, encoder_, ... (headswap.classifier.build.EXPOSED) as read-write attributes kept in
+    the instance's built_; an unfitted estimator has none of them (hasattr is False)."""
+    def attribute(key):
+        def get(self):
+            built = self.__dict__.get("built_")
+            if built is None:
+                raise AttributeError(f"{key}: not fitted yet")
+            return getattr(built, key)
+        return property(get, lambda self, value: setattr(self.__dict__["built_"], key, value))
+    for name, key in EXPOSED.items():
+        setattr(cls, name, attribute(key))
+    return cls
+
+
+@expose   # labels_, classes_, temperature_, history_, ...: the fields of headswap.classifier.fitted.Fitted, in fitted_
+@_built_attributes    # module_, encoder_, tokenizer_, ...: what was built (headswap.classifier.build.Built), in built_
 class TextClassifier(ClassifierMixin, BaseEstimator):
     """Train, use, save and reload a text classifier built from a small pretrained model.
 
@@ -75,7 +95,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def target_(self) -> SingleLabel:
-        """What a label is (headswap.targets): one class per text, or a set of them."""
+        """What a label is (headswap.decisions.targets): one class per text, or a set of them."""
         return targets_for(self.multi_label, self.label_separator)
 
     def resolved_params(self) -> dict:
@@ -98,104 +118,99 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         check_positions(self.model, self.max_length)
         return params
 
-    # ---- building the module (headswap.build) ----------------------------------------------------------
-    def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None) -> None:
-        """The strategy's module on the base model, for fitted_'s labels: for training on `texts`, or with a
-        saved model's `weights` and config (`restored`)."""
-        build.build(self, weights, texts, restored)
+    def __getattr__(self, name: str):
+        """What the strategy derived at build time, by its saved key: answer_token_ids_, prompt_language_, ..."""
+        built = self.__dict__.get("built_")
+        if built is not None and name.endswith("_") and name[:-1] in built.saved:
+            return built.saved[name[:-1]]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # ---- building the module (headswap.classifier.build) -------------------------------------------------
+    def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None,
+               start=None) -> Built:
+        """The strategy's module on the base model, for fitted_'s labels: for training on `texts` (from `start`: a
+        parent model or fitted heads), or with a saved model's `weights` and config (`restored`). Without a start, a
+        training build starts from start_heads_ when set (auto's fitted frozen heads, best first): this fit's alone."""
+        if start is None and texts is not None:
+            start = vars(self).pop("start_heads_", None)
+        self.built_ = build(self, weights, texts, restored, start)
+        return self.built_
 
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
             labels=None, init_from=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch.
 
-        init_from: a saved model's directory or a fitted TextClassifier to train on from (headswap.init_from).
+        init_from: a saved model's directory or a fitted TextClassifier to train on from
+        (headswap.classifier.init_from).
 
         Or, single-label only, on soft_labels: an (N, K) matrix of probabilities over the class names `labels`
-        (a teacher's predict_proba; headswap.distill), with the cross-entropy to them as the loss. The classes
+        (a teacher's predict_proba; headswap.jobs.distill), with the cross-entropy to them as the loss. The classes
         are then `labels`, in that order; validation data still has real labels, and without it the eval_fraction
-        split is scored against each row's most probable class."""
+        split is scored against each row's most probable class.
+
+        Its steps: read the data (headswap.classifier.fit_data), start what is learnt (fitted_), build the module,
+        train it, calibrate on the validation data."""
         parent = None if init_from is None else Parent.adopted_by(self, init_from, soft_labels)
-        params, target = self.resolved_params(), self.target_
-        if isinstance(X, LabelledData):
-            X, y = X.texts, (X.labels if soft_labels is None else y)
-        y = labels_of_table(X, y) if soft_labels is None else y     # a DataFrame's or Dataset's "label" column
-        if soft_labels is not None:
-            X, y, soft = read_soft_labels(X, y, soft_labels, labels, self.multi_label, self.out_of_scope)
-        else:
-            if y is None:
-                raise HeadswapError("fit needs labels y (or soft_labels with their class names in labels)")
-            if labels is not None:
-                raise HeadswapError("fit's labels names the columns of soft_labels; pass them with soft_labels")
-            soft = None
-        y = as_list(y, "training data", "labels")
-        train = target.read(X, y, "training data")
-        if soft is not None:
-            labels, classes = soft[1], np.array(soft[1], dtype=object)
-        else:
-            labels, classes = target.classes(train, y)
-        labels, classes = (labels, classes) if parent is None else parent.grow(labels, classes)
-        if len(labels) < 2:
-            raise HeadswapError(f"training data has a single class {labels[0]!r}; a classifier needs at least two")
-        descriptions = load_descriptions(descriptions if descriptions is not None else self.descriptions, labels)
-        if eval_texts is not None:
-            val = target.read(eval_texts, eval_labels, "evaluation data")
-        elif self.eval_fraction and self.epochs > 0 and len(train) >= 20:
-            train, val = stratified_split(train, self.eval_fraction, self.seed, by=target.stratify_by(train.labels))
-            if soft is not None:    # from_lists numbers the rows 1..N: the split's rows pick their targets
-                soft = (soft[0][[r - 1 for r in train.rows]], labels)
-        else:
-            val = None
+        params = self.resolved_params()
+        data = read_fit_data(self, X, y, eval_texts, eval_labels, descriptions, soft_labels, labels, parent)
+        self._start_fitted(data, parent)
+        torch.manual_seed(self.seed)
+        t0 = time.perf_counter()
+        self._build(texts=data.train.texts, start=parent)
+        self.build_seconds_ = time.perf_counter() - t0
+        if self.epochs == 0:
+            self.trainable_params_ = 0
+            if data.val is not None:     # nothing trains, but given validation data still calibrates
+                if oos.wants_statistics(self):
+                    oos.fit_statistics(self, data.train.texts, data.train.labels)
+                y_val = data.y_val(self.target_)
+                self._calibrate(self._validation_logits(*self._item_logits(data.val.texts), y_val), y_val,
+                                oos_texts=data.val_outside, texts=data.val.texts)
+            return self
+        self._train(data, params)
+        return self
+
+    def _start_fitted(self, data, parent) -> None:
+        """fitted_ for data's classes, its post-processing steps not yet fitted; the reject option's data checked."""
+        target = self.target_
         # A multi-label model always saves its thresholds (0.5 until validation data tunes them): loading
         # refuses a multi-label config without them, which is what a flipped single-label config looks like.
-        self.fitted_ = Fitted(labels, classes, descriptions,
-                              class_weight=target.class_weight(self.class_weight, labels, train.labels),
+        self.fitted_ = Fitted(data.labels, data.classes, data.descriptions,
+                              class_weight=target.class_weight(self.class_weight, data.labels, data.train.labels),
                               temperature_step=Temperature(target=target),
-                              thresholds_step=Thresholds([0.5] * len(labels) if target.multi_label else None, target),
-                              reject_step=Reject(oos_column(labels, self.out_of_scope)),
-                              parent=parent.record(labels) if parent is not None else None)
+                              thresholds_step=Thresholds([0.5] * len(data.labels) if target.multi_label else None,
+                                                         target),
+                              reject_step=Reject(oos_column(data.labels, self.out_of_scope)),
+                              parent=parent.record(data.labels) if parent is not None else None)
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
             "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
-        val, val_oos = oos.without_outside(self, val)
-        if val is not None:
-            check_known(target, val.labels, labels, "evaluation")
-        oos.check_reject_data(self, val, val_oos)
-        torch.manual_seed(self.seed)
-        t0 = time.perf_counter()
-        self.parent_start_ = parent     # build.build loads its weights into the module built for these labels
-        self._build(texts=train.texts)
-        self.build_seconds_ = time.perf_counter() - t0
-        y_val = target.encode(val.labels, labels) if val is not None else None
-        if self.epochs == 0:
-            self.trainable_params_ = 0
-            if val is not None:     # nothing trains, but given validation data still calibrates
-                if oos.wants_statistics(self):
-                    oos.fit_statistics(self, train.texts, train.labels)
-                self._calibrate(self._validation_logits(*self._item_logits(val.texts), y_val), y_val,
-                                oos_texts=val_oos, texts=val.texts)
-            return self
-        # Soft labels: each training text's target is its row of probabilities (a tuple, which the encoder keeps).
-        y_train = target.encode(train.labels, labels) if soft is None else [tuple(row) for row in soft[0]]
+        oos.check_reject_data(self, data.val, data.val_outside)
+
+    def _train(self, data, params) -> None:
+        """Train the built module on data.train, keeping the epoch that validates best; then calibrate."""
+        soft = data.soft is not None
+        y_train, y_val = data.y_train(self.target_), data.y_val(self.target_)
         # Chunking: each window of a long text is a training item with its text's label (the usual recipe for
         # texts longer than the model's window); validation aggregates the windows back to one row per text.
-        train_items = self.encoder_.encode(train.texts, y_train)
-        for note in (self.encoder_.report_truncation(len(train), "training texts"),
-                     self.encoder_.report_split(len(train), len(train_items), "training texts")):
+        train_items = self.encoder_.encode(data.train.texts, y_train)
+        for note in (self.encoder_.report_truncation(len(data.train), "training texts"),
+                     self.encoder_.report_split(len(data.train), len(train_items), "training texts")):
             if note:
                 self.notes_.append(note)
-        val_items = self.encoder_.encode(val.texts, y_val) if val is not None else None
+        val_items = self.encoder_.encode(data.val.texts, y_val) if data.val is not None else None
         windows = val_items     # kept: feature caching below replaces the items and their text indices
         weights = self.class_weight_
         cfg = TrainConfig(**{**{k: params[k] for k in TrainConfig.__dataclass_fields__ if k in params},
                              "epochs": max(self.epochs, 1),
-                             "class_weight": [weights[lab] for lab in labels] if weights else None,
+                             "class_weight": [weights[lab] for lab in data.labels] if weights else None,
                              "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_dir else None,
-                             "soft_targets": soft is not None})
+                             "soft_targets": soft})
         t0 = time.perf_counter()
         item_targets = y_train if window_owners(train_items) is None else [it["label"] for it in train_items]
-        if soft is not None:    # a body-tuning phase (setfit's pairs) reads classes: each text's most probable
+        if soft:    # a body-tuning phase (setfit's pairs) reads classes: each text's most probable
             item_targets = [int(np.argmax(t)) for t in item_targets]
         self.body_tuning_ = self.strategy_.prepare_body(self.module_, self.encoder_, train_items, item_targets, params,
                                                         cfg)
@@ -214,7 +229,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         trainer = train_logistic if self.head_fit == "logistic" else partial(
             fit, collate=collate, notify=stderr_line if not self.progress else tqdm_write)
         result = trainer(module, train_items, cfg=cfg, eval_items=val_items, eval_labels=y_val,
-                         label_names=labels, positive_label=self.positive_label,
+                         label_names=data.labels, positive_label=self.positive_label,
                          log=log.info if not self.progress else tqdm_write,
                          eval_per_text=lambda logits: per_text(logits, windows, self.chunk_aggregate_))
         self.stopped_ = result.stopped
@@ -222,7 +237,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self.notes_.append(f"training stopped early: {result.stopped}; the best validated weights were kept")
         self.train_seconds_ = time.perf_counter() - t0
         self.history_ = [vars(h) for h in result.history]
-        check_learned(self, train.labels, soft_targets=soft is not None, multi_label=target.multi_label)
+        check_learned(self, data.train.labels, soft_targets=soft, multi_label=self.target_.multi_label)
         self.best_epoch_ = result.best_epoch
         self.trainable_params_ = count_parameters(self.module_)
         self.module_.eval()
@@ -232,12 +247,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
             if oos.wants_statistics(self):    # on the kept epoch's features: cached ones when the body was frozen
                 oos.fit_statistics(self, train_items, item_targets)
-            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=val_oos,
-                            texts=val.texts)
-        return self
+            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=data.val_outside,
+                            texts=data.val.texts)
 
     def _on_features(self, train_items, val_items):
-        from headswap.inference import cached_features
+        from headswap.nn.inference import cached_features
         from headswap.nn.classifier import HeadOnFeatures, collate_features
         from headswap.train.checkpoint import data_digest
 
@@ -267,13 +281,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             self.notes_.append(note)
         return per_text(logits, items, self.chunk_aggregate_)
 
-    # ---- after training: the post-processing steps (headswap.postprocess) -------------------------
+    # ---- after training: the post-processing steps (headswap.decisions.postprocess) -------------------------
     def _calibrate(self, logits, y, fit_temperature: bool | None = None, oos_texts: list[str] | None = None,
                    texts: list[str] | None = None) -> None:
         """Fit the post-processing steps in order on validation logits (of `texts`): the temperature (when
         fit_temperature, default the temperature_scaling setting), the decision thresholds on the calibrated
         probabilities, and with out_of_scope set, the reject option (on these texts and the out-of-scope
-        `oos_texts`; headswap.oos)."""
+        `oos_texts`; headswap.classifier.reject_option)."""
         # float32, as predict_proba's logits are: the steps fit on the values they will be applied to
         logits = np.asarray(logits, dtype=np.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
@@ -294,7 +308,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                         fit_temperature=True, oos_texts=outside, texts=data.texts)
         return self
 
-    # ---- the reject option (headswap.oos) ----------------------------------------------------------
+    # ---- the reject option (headswap.classifier.reject_option) -----------------------------------------
     @property
     def oos_index_(self) -> int | None:
         """The logit column of an out-of-scope class learned from the training data, if there is one."""
@@ -337,15 +351,16 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
         the reject option turns away (a model that rejects by another score than softmax also needs each text's
-        score: headswap.oos.predict_scored gives both)."""
+        score: headswap.classifier.reject_option.predict_scored gives both)."""
         out = self.thresholds_step_.decide(probs, self.classes_)
         if self.out_of_scope is None:
             return out
         return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
 
     def suggest(self, X, n: int, exclude=None, strategy: str = "margin-kmeans", seed: int = 0):
-        """The n texts of X worth labelling next, never one of `exclude` nor a text twice (headswap.suggest)."""
-        from headswap.suggest import suggest
+        """The n texts of X worth labelling next, never one of `exclude` nor a text twice
+        (headswap.classifier.suggest)."""
+        from headswap.classifier.suggest import suggest
         return suggest(self, X, n, exclude, strategy, seed)
 
     def explain(self, X, **kwargs):
@@ -391,21 +406,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
                 "total_params": count_parameters(self.module_, trainable_only=False)}
 
-    # ---- save / load (headswap.persist) --------------------------------------------------------------
+    # ---- save / load (headswap.classifier.persist) --------------------------------------------------------------
     def save(self, path) -> Path:
-        """Write the classifier into the model directory `path` (headswap.model_dir); returns it."""
+        """Write the classifier into the model directory `path` (headswap.saved.model_dir); returns it."""
         return persist.save(self, Path(path))
 
     @classmethod
     def load(cls, path, progress: bool | None = None, runtime: str = "auto") -> "TextClassifier":
-        """A saved classifier. runtime (headswap.runtime.RUNTIMES): auto runs an exported directory's ONNX
+        """A saved classifier. runtime (headswap.classifier.runtime.RUNTIMES): auto runs an exported directory's ONNX
         graph and any other on torch; torch-int8 quantizes the Linear layers at load."""
         return persist.load(cls, Path(path), progress, runtime)
 
 
 def load_model(path, progress: bool | None = None, runtime: str = "auto"):
     """Whatever a model directory holds: a TextClassifier (on `runtime`), a TfidfClassifier, a Blend of both."""
-    from headswap import blend, tfidf
+    from headswap.baseline import blend, tfidf
     if (kind := model_dir.read_config(Path(path)).get("kind")) == blend.KIND:
         return blend.Blend.load(path, lambda p: TextClassifier.load(p, progress=progress, runtime=runtime))
     if kind == tfidf.KIND:

@@ -1,7 +1,7 @@
 """What TextClassifier learns besides its weights, in one place that saves and loads itself.
 
 TextClassifier exposes each field with scikit-learn's trailing underscore (labels_, classes_, history_, ...),
-and the post-processing steps' state (headswap.postprocess) under the names it always had (temperature_,
+and the post-processing steps' state (headswap.decisions.postprocess) under the names it always had (temperature_,
 thresholds_, reject_threshold_, oos_score_, oos_statistics_). The saved keys of headswap_config.json are those
 of the first saved format: a directory written by any earlier version loads unchanged (tests/fixtures/format1).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headswap.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Fitted:
     classes: np.ndarray                   # the caller's label values (integer labels stay integers)
     descriptions: dict[str, str]          # {label: description}, what similarity and prompts read
     class_weight: dict | None = None      # {label: weight} used by the loss, whatever file or rule gave it
-    # the post-processing steps, in the order they run on logits (headswap.postprocess)
+    # the post-processing steps, in the order they run on logits (headswap.decisions.postprocess)
     temperature_step: Temperature = field(default_factory=Temperature)
     thresholds_step: Thresholds = field(default_factory=Thresholds)
     reject_step: Reject = field(default_factory=Reject)
@@ -36,8 +36,8 @@ class Fitted:
     evaluation: dict | None = None        # test metrics recorded by `headswap train --data DIR`
     notes: list[str] = field(default_factory=list)   # things a user should know about this run (truncation)
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
-    distillation: dict | None = None      # a student's record of its teacher (headswap.distill); saved when set
-    parent: dict | None = None            # the model it trained on from (headswap.init_from); saved when set
+    distillation: dict | None = None      # a student's record of its teacher (headswap.jobs.distill); saved when set
+    parent: dict | None = None            # the model it trained on from (headswap.classifier.init_from); saved when set
 
     SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
     STEPS = ("temperature_step", "thresholds_step", "reject_step")
@@ -69,7 +69,7 @@ class Fitted:
 
     @classmethod
     def from_config(cls, config: dict, target=None, path: Path | None = None) -> "Fitted":
-        """What the saved model in `path` learnt; target: what a label is (headswap.targets)."""
+        """What the saved model in `path` learnt; target: what a label is (headswap.decisions.targets)."""
         labels = list(config["labels"])
         values = config.get("label_values") or labels
         classes = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from headswap import model_dir, settings
+from headswap.saved import model_dir
+
+from headswap import settings
 from headswap.errors import ConfigError, HeadswapError
 
 # What decides the body, its trained tensors and what a logit means: a run must share them with its parent.
@@ -63,7 +65,7 @@ class Parent:
     @classmethod
     def read(cls, path: Path) -> "Parent":
         """The model directory `path` as a parent (its settings checked; weights read later)."""
-        from headswap import blend, tfidf
+        from headswap.baseline import blend, tfidf
         config = model_dir.read_config(path)
         kind = config.get("kind")
         if kind in (tfidf.KIND, blend.KIND):

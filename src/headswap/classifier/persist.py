@@ -1,7 +1,8 @@
-"""A TextClassifier into a model directory and back: its settings and everything fit() learnt (headswap.fitted,
-whose post-processing steps save their own state) beside the trained weights (headswap.model_dir).
+"""A TextClassifier into a model directory and back: its settings, what fit() learnt (headswap.classifier.fitted,
+whose post-processing steps save their own state) and what was built (headswap.classifier.build.Built: the module,
+whose trained weights headswap.saved.model_dir writes, and its part of the config).
 
-The classifier's save() and load() call these; they read and write it through its public and fitted attributes.
+The classifier's save() and load() call these.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import torch
 
-from headswap import model_dir, settings
+from headswap import settings
+from headswap.classifier.build import Built
+from headswap.classifier.fitted import Fitted
 from headswap.errors import ConfigError, HeadswapError
-from headswap.fitted import Fitted
+from headswap.saved import model_dir
 
 
 def save(clf, path: Path) -> Path:
-    from headswap.models import model_reference_for_config
-
     clf._check_fitted()
     if not clf.module_.saves_torch_weights:
         raise HeadswapError(f"this classifier runs on {clf.runtime_}; save() writes torch weights: load it with "
@@ -25,20 +26,16 @@ def save(clf, path: Path) -> Path:
     params = clf.get_params()
     if clf.class_weight_ is not None:
         params["class_weight"] = clf.class_weight_    # the weights used, whatever file or rule gave them
-    config = {"params": params, **clf.fitted_.labels_config(),
-              "base_model": model_reference_for_config(clf.model_spec_), "regime": clf.regime_,
-              "prompt": vars(clf.prompt_) if clf.prompt_ else None,
-              "answer_token_ids": None, **clf.saved_,
-              "lora": clf.lora_.to_dict() if clf.lora_ else None,
-              **clf.fitted_.fit_config()}
+    config = {"params": params, **clf.fitted_.labels_config(), **clf.built_.config(), **clf.fitted_.fit_config()}
     model_dir.write(path, config, clf.module_, clf.summary())
     clf.fitted_.save(path)
     return path
 
 
 def load(cls, path: Path, progress: bool | None = None, runtime: str = "auto"):
-    """An instance of `cls` (TextClassifier) restored from `path`, on `runtime` (headswap.runtime.RUNTIMES)."""
-    from headswap import runtime as runtimes
+    """An instance of `cls` (TextClassifier) restored from `path`, on `runtime` (headswap.classifier.runtime's
+    RUNTIMES)."""
+    from headswap.classifier import runtime as runtimes
     config = model_dir.read_config(path)
     model_dir.check_config(path, config)
     which = runtimes.resolve(runtime, config, path)
@@ -53,23 +50,20 @@ def load(cls, path: Path, progress: bool | None = None, runtime: str = "auto"):
     clf = cls(**params)
     clf.fitted_ = Fitted.from_config(config, clf.target_, path)
     if which == "onnx":     # the exported graph and its tokenizer; the base model's weights are not loaded
-        clf.module_, clf.tokenizer_, clf.encoder_ = runtimes.load_onnx(path, config["export"], len(clf.labels_),
-                                                                        clf.max_length)
-        clf.param_counts_ = clf.module_.summary
-        clf.model_spec_, clf.prompt_, clf.saved_, clf.lora_ = None, None, {}, None
-    else:
-        weights = model_dir.read_weights(path)
-        torch.manual_seed(clf.seed)
-        try:
-            clf._build(weights=weights, restored=config)
-        except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
-            raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
-        except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
-            raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
-                                f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
-                                f"{config['params']['regime']}): {e}") from None
-        if which == "torch-int8":
-            clf.param_counts_ = clf._param_counts()
-            clf.module_ = runtimes.quantize_torch(clf.module_)
-    clf.runtime_ = which
+        module, tokenizer, encoder = runtimes.load_onnx(path, config["export"], len(clf.labels_), clf.max_length)
+        clf.built_ = Built(module, encoder, tokenizer, runtime="onnx", param_counts=module.summary)
+        return clf
+    weights = model_dir.read_weights(path)
+    torch.manual_seed(clf.seed)
+    try:
+        clf._build(weights=weights, restored=config)
+    except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
+        raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
+    except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
+        raise HeadswapError(f"{path / model_dir.CONFIG_FILE} does not match {model_dir.WEIGHTS_FILE} "
+                            f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
+                            f"{config['params']['regime']}): {e}") from None
+    if which == "torch-int8":
+        clf.built_.param_counts = clf._param_counts()
+        clf.built_.module, clf.built_.runtime = runtimes.quantize_torch(clf.module_), which
     return clf

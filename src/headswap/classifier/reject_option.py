@@ -1,13 +1,13 @@
-"""The reject option of a fitted TextClassifier, on any out-of-scope score (headswap.oos_scores).
+"""The reject option of a fitted TextClassifier, on any out-of-scope score (headswap.decisions.oos_scores).
 
-The step itself (its arithmetic, state and saving) is headswap.postprocess.Reject, the classifier's reject_step_;
+The step itself (its arithmetic, state and saving) is headswap.decisions.postprocess.Reject, the classifier's reject_step_;
 this module feeds it from the classifier: which rows are out of scope, the logits and pooled features of texts.
 fit_statistics() fits what mahalanobis and knn read on the training features; tune() has the step pick a score
 (reject_score, or auto: the best validation AUROC) and tune its threshold on the validation texts;
 predict_scored() gives what the step decides on; report() gives the threshold-free figures of every score and
 the decisions at the threshold on labelled texts that include out-of-scope rows.
 
-    from headswap import oos
+    from headswap.classifier import reject_option as oos
     clf = TextClassifier(out_of_scope="oos", reject_score="auto").fit(train_texts, train_labels, val_t, val_l)
     oos.report(clf, test_texts, test_labels)    # {"score", "scores": {name: {auroc, fpr_at_95_tpr}}, ...}
 """
@@ -18,9 +18,9 @@ import logging
 
 import numpy as np
 
-from headswap import oos_scores, reject
+from headswap.decisions import oos_scores, reject
 from headswap.errors import ConfigError, HeadswapError
-from headswap.oos_scores import FEATURE_SCORES
+from headswap.decisions.oos_scores import FEATURE_SCORES
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +41,10 @@ def score_name(clf) -> str:
 def without_outside(clf, data):
     """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
     saw as a class; otherwise (data, None)."""
-    if data is None or clf.out_of_scope is None or clf.oos_index_ is not None:
+    from headswap.classifier.fit_data import set_apart
+    if data is None or clf.out_of_scope is None:
         return data, None
-    outside = [i for i, lab in enumerate(data.labels) if lab == clf.out_of_scope]
-    if not outside:
-        return data, None
-    if len(outside) == len(data):
-        raise HeadswapError(f"{data.source}: every text is labelled {clf.out_of_scope!r} (out of scope); "
-                            f"calibration and evaluation need in-scope texts too")
-    gone = set(outside)
-    return data.subset([i for i in range(len(data)) if i not in gone]), [data.texts[i] for i in outside]
+    return set_apart(data, clf.out_of_scope if clf.oos_index_ is None else None)
 
 
 def unseen_label_note(out_of_scope, labels) -> str | None:
@@ -111,7 +105,7 @@ def infer(clf, texts, features: bool = True) -> tuple[np.ndarray, np.ndarray | N
     windows aggregated (logits as the model does, features by their mean). Features only when asked for and
     the model has them."""
     from headswap.data.load import from_lists
-    from headswap.inference import per_text
+    from headswap.nn.inference import per_text
     clf._check_fitted()
     texts = from_lists(texts, None, "prediction input").texts
     if not (features and clf.strategy_.pooled_features):
@@ -163,7 +157,7 @@ def split_scored(clf, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 def fit_statistics(clf, items_or_texts, y) -> None:
     """Fit the reject step's statistics (clf.oos_statistics_) on training data: encoded items (or cached
     {"features": ...} items) with their class indices y, or texts with their labels."""
-    from headswap.inference import compute_features
+    from headswap.nn.inference import compute_features
     if items_or_texts and isinstance(items_or_texts[0], str):
         feats = infer(clf, list(items_or_texts))[1]
         y = np.array([clf.labels_.index(str(lab)) if str(lab) in clf.labels_ else -1 for lab in y])
@@ -186,7 +180,8 @@ def tune(clf, logits, y, texts, oos_texts) -> None:
     asked = clf.reject_score
     if asked in FEATURE_SCORES and stats is None:
         raise HeadswapError(f"reject_score {asked!r} needs out-of-scope statistics fitted on the training features; "
-                            f"fit them first with headswap.oos.fit_statistics(clf, train_texts, train_labels)")
+                            f"fit them first with headswap.classifier.reject_option.fit_statistics(clf, train_texts, "
+                            f"train_labels)")
     logits = np.asarray(logits)
     feats = infer(clf, texts)[1] if stats is not None and texts is not None else None
     if oos_texts:
@@ -201,7 +196,7 @@ def tune(clf, logits, y, texts, oos_texts) -> None:
 def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: str | None = None) -> None:
     """Fit the statistics on training texts and tune the reject option on validation texts (that may include
     out-of-scope rows), e.g. to compare scores on a classifier fitted before. reject_score overrides clf's."""
-    from headswap.targets import check_known
+    from headswap.decisions.targets import check_known
     if reject_score is not None:
         clf.set_params(reject_score=reject_score)
         clf.resolved_params()
@@ -215,7 +210,7 @@ def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: s
 
 # ---- figures ------------------------------------------------------------------------------------------------
 def block(clf, logits, feats, y_in, n_outside: int) -> dict:
-    """Metrics.extra["out_of_scope"]: the decisions at the tuned threshold (headswap.reject.scores) and without it,
+    """Metrics.extra["out_of_scope"]: the decisions at the tuned threshold (headswap.decisions.reject.scores) and without it,
     and every computable score's AUROC and FPR@95TPR, on rows that are in-scope texts (class indices y_in)
     followed by n_outside texts of an out_of_scope label the model never learned."""
     y, is_oos = reject_rows(clf, y_in, n_outside)
@@ -226,8 +221,8 @@ def block(clf, logits, feats, y_in, n_outside: int) -> dict:
 def report(clf, texts, labels) -> dict:
     """The out-of-scope figures of a fitted classifier on labelled texts that include out-of-scope rows: score,
     threshold, in_scope_accuracy, in_scope_accuracy_without_threshold, oos_recall, oos_precision, oos_f1, rejected,
-    scores: {name: {"auroc", "fpr_at_95_tpr"}} (see headswap.oos_scores) and distribution: {name: histogram of the
-    in-scope and out-of-scope texts' values} (headswap.oos_scores.histogram)."""
+    scores: {name: {"auroc", "fpr_at_95_tpr"}} (see headswap.decisions.oos_scores) and distribution: {name: histogram of the
+    in-scope and out-of-scope texts' values} (headswap.decisions.oos_scores.histogram)."""
     data, outside = without_outside(clf, clf.target_.read(texts, labels, "evaluation data"))
     outside = outside or []
     logits, feats = infer(clf, data.texts + outside, features=clf.oos_statistics_ is not None)

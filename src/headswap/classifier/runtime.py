@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from headswap.atomic import sha256_of
+from headswap.saved.atomic import sha256_of
 from headswap.errors import ConfigError, HeadswapError
 
 RUNTIMES = ("auto", "torch", "torch-int8", "onnx")
@@ -71,7 +71,7 @@ class OnnxRunner:
 
     def __init__(self, path: Path, export: dict, num_labels: int):
         ort = import_onnxruntime()
-        from headswap.model_dir import check_regular, inside
+        from headswap.saved.model_dir import check_regular, inside
         file = inside(path, export.get("file"), "export.file")
         check_regular(file)
         if not file.is_file():
@@ -111,7 +111,7 @@ class OnnxRunner:
         import numpy as np
         from tqdm.auto import tqdm
 
-        from headswap.inference import item_length
+        from headswap.nn.inference import item_length
         order = sorted(range(len(items)), key=lambda i: item_length(items[i]))
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, leave=False):
@@ -126,7 +126,7 @@ class OnnxRunner:
         second output (exports since the out-of-scope scores have it)."""
         import numpy as np
 
-        from headswap.inference import item_length
+        from headswap.nn.inference import item_length
         if "features" not in self.outputs:
             raise HeadswapError("this exported graph gives no pooled features, which the mahalanobis and knn "
                                 "out-of-scope scores read; export the model again")
@@ -149,7 +149,7 @@ def check_encoder(path: Path, export: dict, max_length) -> dict:
     as an "invalid expand shape" on the first long text."""
     import dataclasses
 
-    from headswap.model_dir import CONFIG_FILE
+    from headswap.saved.model_dir import CONFIG_FILE
     from headswap.text.encoding import TextEncoder
     where = f"{path / CONFIG_FILE} is corrupt"
     encoder = export.get("encoder")
@@ -174,7 +174,7 @@ def load_onnx(path: Path, export: dict, num_labels: int, max_length: int):
     """(OnnxRunner, tokenizer, TextEncoder) of an exported model directory, every file inside it."""
     from transformers import AutoTokenizer
 
-    from headswap.model_dir import check_regular_tree, inside
+    from headswap.saved.model_dir import check_regular_tree, inside
     from headswap.text.encoding import TextEncoder
     encoder = check_encoder(path, export, max_length)
     runner = OnnxRunner(path, export, num_labels)

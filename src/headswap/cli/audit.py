@@ -1,4 +1,4 @@
-"""`headswap audit`: find likely label errors and near-duplicate texts in training data (headswap.label_audit),
+"""`headswap audit`: find likely label errors and near-duplicate texts in training data (headswap.jobs.label_audit),
 before training on it. Building the parser imports no torch, scikit-learn or cleanlab."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ DESCRIPTION = ("Score every training text with a classifier that never saw it (s
                "audit.json and audit.html. The data is only read.")
 # One classifier per fold, no checkpoints; single-label data only.
 NOT_SETTINGS = ("strategy", "checkpoint_every", "multi_label", "label_separator")
-TFIDF = "tfidf"      # as headswap.label_audit.TFIDF (not imported here: the parser stays light)
+TFIDF = "tfidf"      # as headswap.jobs.label_audit.TFIDF (not imported here: the parser stays light)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,8 +64,8 @@ def classifier_settings(args) -> dict:
 
 
 def run(args) -> int:
-    from headswap import label_audit      # the module, looked up at call time (tests patch audit_data)
-    from headswap.atomic import output_lock
+    from headswap.jobs import label_audit  # the module, looked up at call time (tests patch audit_data)
+    from headswap.saved.atomic import output_lock
     from headswap.data.load import check_training_data
 
     check_output_dir("--out", args.out)

@@ -23,7 +23,7 @@ DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline, then cl
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from headswap.runtime import QUANTIZE
+    from headswap.classifier.runtime import QUANTIZE
     from headswap.strategies import names
 
     add_data_arguments(p, "without a validation.csv a stratified, seeded tenth of the training texts is held out to "
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
     from headswap.auto.main import auto
 
     check_arguments(args, "auto")      # --model's names; the defaults are auto's to check (a missing one is skipped)

@@ -1,5 +1,5 @@
 """`headswap distill`: train a fast student (TF-IDF, or with --student static the static strategy) on a saved
-classifier's probabilities (headswap.distill). Building the parser imports no torch."""
+classifier's probabilities (headswap.jobs.distill). Building the parser imports no torch."""
 
 from __future__ import annotations
 
@@ -74,11 +74,11 @@ def student_settings(args) -> dict:
 def unlabeled_texts(path: str, text_column: str):
     """(line, text) of a .txt file (one text per line, as `headswap predict` reads standard input) or of a
     CSV/TSV/JSONL file's text column (as `headswap predict --data` reads it)."""
-    from headswap.data.stream import _decoded_lines, iter_texts, stdin_texts
+    from headswap.data.stream import decoded_lines, iter_texts, stdin_texts
     if Path(path).suffix.lower() == ".txt":
         if not Path(path).is_file():
             raise DataError(f"{path}: file not found")
-        return stdin_texts(_decoded_lines(path))
+        return stdin_texts(decoded_lines(path))
     return iter_texts(path, text_column=text_column)
 
 
@@ -86,13 +86,13 @@ def run(args) -> int:
     check_model_out("--out", args.out)
     params = student_settings(args)
     if params:
-        from headswap.api import TextClassifier
+        from headswap.classifier.estimator import TextClassifier
         TextClassifier(**params, strategy="static").resolved_params()   # checked before any data or model loads
         check_models("--model", [params["model"]])
     out = Path(args.out)
     if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
         raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
     with output_lock(args.out):     # held from the start, as train holds it: a second distill into OUT stops at once
         return _run(args, params)
 
@@ -109,7 +109,7 @@ def _run(args, params: dict) -> int:
         unlabeled = [text for _, text in unlabeled_texts(args.unlabeled, args.text_column)]
         if not unlabeled:
             raise DataError(f"--unlabeled {args.unlabeled} holds no texts")
-    from headswap import distill as distillation    # the module, looked up at call time (tests patch distill)
+    from headswap.jobs import distill as distillation  # the module, looked up at call time (tests patch distill)
     try:
         teacher = distillation.load_teacher(args.teacher, progress=not args.quiet)
     except HeadswapError as e:
@@ -129,7 +129,7 @@ def _run(args, params: dict) -> int:
                                    **({"eval_texts": val.texts, "eval_labels": val.labels}
                                       if val is not None and args.student == "static" else {}))
     student.distillation_["teacher"] = str(Path(args.teacher).resolve())
-    from headswap.model_dir import save_into
+    from headswap.saved.model_dir import save_into
     out = save_into(args.out, student.save)
     record = student.distillation_
     agreement = f"{record['agreement']:.1%} of the training texts"

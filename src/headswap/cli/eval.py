@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
 
     check_output_dir("--out", args.out)
     if not args.out:
@@ -40,10 +40,10 @@ def run(args) -> int:
 
 
 def _run(args, out: Path) -> int:
-    from headswap.api import load_model
-    from headswap.atomic import written_together
+    from headswap.classifier.estimator import load_model
+    from headswap.saved.atomic import written_together
     from headswap.data.load import check_eval_labels
-    from headswap.plots import plot_confusion, plot_label_f1, plot_reliability
+    from headswap.reports.plots import plot_confusion, plot_label_f1, plot_reliability
 
     files = data_files(args.data)
     if Path(args.data).is_dir():
@@ -87,9 +87,9 @@ def _run(args, out: Path) -> int:
     print(f"inference: {m.extra['texts_per_second']:.1f} texts/s")
     print(calibration_line(cal))
     if "out_of_scope" in m.extra:
-        from headswap.oos import describe_scores
-        from headswap.plots import plot_oos_scores
-        from headswap.reject import describe
+        from headswap.classifier.reject_option import describe_scores
+        from headswap.reports.plots import plot_oos_scores
+        from headswap.decisions.reject import describe
         block = m.extra["out_of_scope"]
         print(f"out of scope ({block['label']}): {describe(block)}; score {block.get('score', 'softmax')}")
         if block.get("oos_texts"):

@@ -46,7 +46,7 @@ def run(args) -> int:
         _check_argument_text(number, text)
     check_output_file("--html", args.html)
     texts = list(args.texts) or _read(args.data, args.text_column)
-    from headswap.api import load_model
+    from headswap.classifier.estimator import load_model
     from headswap.explain import explain
     from headswap.explain.render import as_html, as_lines
     model = load_model(args.model_dir, progress=False, runtime=args.runtime)
@@ -57,7 +57,7 @@ def run(args) -> int:
     else:
         sys.stdout.write(as_lines(explanations, args.top))
     if args.html:
-        from headswap.atomic import atomic_path
+        from headswap.saved.atomic import atomic_path
         with atomic_path(args.html) as tmp:
             tmp.write_text(as_html(explanations), encoding="utf-8")
         if not args.quiet:

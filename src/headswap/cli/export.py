@@ -1,5 +1,5 @@
 """`headswap export`: write a saved classifier as an ONNX graph that predict, eval and serve run with ONNX
-Runtime (headswap.export). Building the parser imports no torch."""
+Runtime (headswap.jobs.export). Building the parser imports no torch."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ DESCRIPTION = ("Export a saved classifier (encoder-mlp, setfit, similarity, cros
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from headswap.runtime import EXPORT_FORMATS, QUANTIZE
+    from headswap.classifier.runtime import EXPORT_FORMATS, QUANTIZE
     p.add_argument("--model-dir", required=True, help="a directory written by `headswap train`")
     p.add_argument("--out", required=True, help="the new directory to write (must not exist, or be empty)")
     p.add_argument("--format", choices=EXPORT_FORMATS, default="onnx", help="default: %(default)s")
@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.atomic import output_lock
-    from headswap.export import export    # refuses an --out that is a file or a non-empty directory
+    from headswap.saved.atomic import output_lock
+    from headswap.jobs.export import export    # refuses an --out that is a file or a non-empty directory
     with output_lock(args.out):         # two exports into one --out would write, and remove, each other's files
         entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
     check = entry["check"]

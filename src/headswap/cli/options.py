@@ -149,7 +149,7 @@ def read_text_arg(value: str | None) -> str | None:
 
 
 def add_runtime(parser: argparse.ArgumentParser) -> None:
-    from headswap.runtime import RUNTIME_HELP, RUNTIMES
+    from headswap.classifier.runtime import RUNTIME_HELP, RUNTIMES
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help=RUNTIME_HELP)
 
 
@@ -165,7 +165,7 @@ def check_output_dir(flag: str, path: str | None) -> None:
 def check_model_out(flag: str, path: str | None) -> None:
     """A model is saved by swapping the new folder in for OUT and deleting the old one: OUT must be new, empty,
     a saved model, or hold only a run's checkpoints (train --resume), never a folder of someone's files."""
-    from headswap.model_dir import CONFIG_FILE
+    from headswap.saved.model_dir import CONFIG_FILE
     check_output_dir(flag, path)
     out = Path(path) if path else None
     if out is not None and out.is_dir() and not (out / CONFIG_FILE).is_file():

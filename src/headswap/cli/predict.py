@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
@@ -86,9 +86,9 @@ def _check_argument_text(number: int, text: str) -> None:
 
 
 def _run_local(args, out_path) -> int:
-    from headswap.api import load_model
+    from headswap.classifier.estimator import load_model
     from headswap.data.stream import check_same_model, completed_rows, iter_texts, skip_done, stdin_texts
-    from headswap.model_dir import fingerprint, read_config
+    from headswap.saved.model_dir import fingerprint, read_config
 
     read_config(Path(args.model_dir))    # a missing or damaged model is named as such, not as "another model"
     model = fingerprint(Path(args.model_dir))
@@ -118,7 +118,7 @@ def _run_local(args, out_path) -> int:
 
 
 def _stream(args, clf, rows, out, skip: int, model: str) -> int:
-    from headswap.data.stream import predict_stream
+    from headswap.jobs.predictions import predict_stream
     return predict_stream(clf, rows, out, args.chunk_size, skip, progress=not args.quiet, model=model)
 
 
@@ -194,7 +194,7 @@ def _cut_to_complete_rows(path: Path, remove: bool) -> int:
 
 
 def _run_ray(args, out_path) -> int:
-    from headswap.batch import predict_ray
+    from headswap.jobs.batch import predict_ray
 
     if not args.data or not out_path:
         raise HeadswapError("--engine ray needs --data (a CSV/TSV/JSONL/Parquet file) and --out")

@@ -1,4 +1,4 @@
-"""`headswap suggest`: which texts to label next for a saved classifier (headswap.suggest). Building the parser
+"""`headswap suggest`: which texts to label next for a saved classifier (headswap.classifier.suggest). Building the parser
 imports no torch or scikit-learn."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ DESCRIPTION = ("Run a saved classifier once over a pool of unlabelled texts and 
                "suggested, and a text is suggested once however often the pool repeats it. Writes OUT/to_label.csv "
                "(text, predicted label, confidence, why chosen), label_studio.json and label_studio_config.xml (a "
                "Label Studio import with the model's guesses as predictions) and suggest.json.")
-STRATEGIES = ("margin-kmeans", "margin", "entropy", "random")     # as headswap.suggest.STRATEGIES (parser stays light)
+# as headswap.classifier.suggest.STRATEGIES (the parser stays light)
+STRATEGIES = ("margin-kmeans", "margin", "entropy", "random")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,11 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def read_texts(path: str, text_column: str) -> tuple[list[int], list[str]]:
     """(line numbers, texts) of a pool or labelled file, read by headswap's readers (a .txt: one per line)."""
-    from headswap.data.stream import _decoded_lines, iter_texts, stdin_texts
+    from headswap.data.stream import decoded_lines, iter_texts, stdin_texts
     if Path(path).suffix.lower() == ".txt":
         if not Path(path).is_file():
             raise HeadswapError(f"{path}: file not found")
-        pairs = list(stdin_texts(_decoded_lines(path)))
+        pairs = list(stdin_texts(decoded_lines(path)))
     else:
         pairs = list(iter_texts(path, text_column=text_column))
     if not pairs:
@@ -56,10 +57,10 @@ def read_texts(path: str, text_column: str) -> tuple[list[int], list[str]]:
 
 
 def run(args) -> int:
-    from headswap.api import load_model
-    from headswap.atomic import output_lock
-    from headswap.model_dir import read_config
-    from headswap.suggest import check_n, suggest
+    from headswap.classifier.estimator import load_model
+    from headswap.saved.atomic import output_lock
+    from headswap.saved.model_dir import read_config
+    from headswap.classifier.suggest import check_n, suggest
 
     check_output_dir("--out", args.out)
     read_config(Path(args.model_dir))     # a missing or damaged model is named before the data is read

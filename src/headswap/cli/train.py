@@ -51,7 +51,7 @@ def _note_given(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import os
 
-    from headswap.atomic import output_lock
+    from headswap.saved.atomic import output_lock
     check_model_out("--out", args.out)
     if os.environ.get("RANK", "0") != "0":   # under `accelerate launch` the main process holds OUT
         return _run(args)
@@ -69,11 +69,11 @@ def _run(args) -> int:
     parent = None
     if args.init_from:     # before the data is read: its settings (multi_label, columns' meaning) are the defaults
         from headswap.cli.options import given
-        from headswap.init_from import Parent
+        from headswap.classifier.init_from import Parent
         parent = Parent.read(Path(args.init_from))
         parent.inherit_args(args, given)
     # The data first: reading and checking it needs no torch, so a bad file is one line at once, not after the
-    # seconds that importing torch and transformers takes (headswap.api).
+    # seconds that importing torch and transformers takes (headswap.classifier.estimator).
     files = data_files(args.data, required=("train",), command="train")
     train = load(files["train"], args)
     if args.multi_label:
@@ -99,7 +99,7 @@ def _run(args) -> int:
                 check_eval_label_sets(labels, extra, args.label_separator)
             else:
                 check_eval_labels(labels, extra, args.out_of_scope)
-    from headswap.api import TextClassifier
+    from headswap.classifier.estimator import TextClassifier
     from headswap.metrics import class_list
     clf = TextClassifier(**settings_from(args), progress=not args.quiet,
                          checkpoint_dir=str(out / "checkpoints"), resume=args.resume)
@@ -138,11 +138,11 @@ def _run(args) -> int:
         from headswap.cli.eval import calibration_line
         print(calibration_line(m.extra["calibration"]))
         if "out_of_scope" in m.extra:
-            from headswap.reject import describe
+            from headswap.decisions.reject import describe
             block = m.extra["out_of_scope"]
             print(f"out of scope ({args.out_of_scope}): {describe(block)}; score {block.get('score', 'softmax')}")
             if block.get("oos_texts"):
-                from headswap.oos import describe_scores
+                from headswap.classifier.reject_option import describe_scores
                 print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
                       f"{describe_scores(block)}")
     print(f"saved to {save_atomically(clf, args.out)}", file=sys.stderr)
@@ -154,7 +154,7 @@ def _run(args) -> int:
 def save_atomically(clf, out) -> Path:
     """Save into OUT so that OUT is always a complete model (the old or the new one); OUT/checkpoints, the
     per-epoch training checkpoints, goes away with the old folder once the new model is in place."""
-    from headswap.model_dir import save_into
+    from headswap.saved.model_dir import save_into
     try:
         return save_into(out, clf.save)
     except HeadswapError as e:

@@ -13,7 +13,7 @@ from headswap.data.readers import (
     _SUFFIX_FORMATS,
     _column_index,
     _json_object,
-    _missing_column,
+    missing_column,
     _read_table,
     _read_text,
 )
@@ -88,7 +88,7 @@ def _read_label_table(source: str, delimiter: str, column: str, check) -> dict[s
     li, vi = _column_index(source, header, "label"), _column_index(source, header, column)
     for index, name in ((li, "label"), (vi, column)):
         if index is None:
-            raise _missing_column(source, name, header)
+            raise missing_column(source, name, header)
     given: dict[str, tuple[object, str]] = {}
     for line, fields in records:
         where = f"{source}, line {line}"

@@ -152,7 +152,7 @@ def _column_index(source: str, header: list[str], name: str) -> int | None:
     return hits[0] if hits else None
 
 
-def _missing_column(source: str, name: str, header: Sequence[str], where: str = "") -> DataError:
+def missing_column(source: str, name: str, header: Sequence[str], where: str = "") -> DataError:
     columns = ", ".join(repr(h) for h in header) or "(none)"
     msg = f"{source}{where}: no column {name!r}; the columns are: {columns}"
     near = [h for h in header if h.strip().lower() == name.strip().lower() and h != name]
@@ -169,10 +169,10 @@ def _load_table(
     header, records = _read_table(source, text, delimiter)
     ti = _column_index(source, header, text_column)
     if ti is None:
-        raise _missing_column(source, text_column, header)
+        raise missing_column(source, text_column, header)
     li = _column_index(source, header, label_column) if label_column is not None else None
     if li is None and label_column is not None and require_labels:
-        raise _missing_column(source, label_column, header)
+        raise missing_column(source, label_column, header)
     texts, labels, rows = [], [], []
     for line, fields in records:
         where = f"{source}, line {line}"
@@ -203,7 +203,7 @@ def parquet_batches(source: str, columns: list[str], optional: list[str] = ()):
     names = file.schema_arrow.names
     for name in columns:
         if name not in names:
-            raise _missing_column(source, name, names)
+            raise missing_column(source, name, names)
     return file.iter_batches(columns=[*columns, *(name for name in optional if name in names)])
 
 
@@ -242,7 +242,7 @@ def _load_jsonl(source: str, text: str, text_column: str, label_column: str | No
         where = f"{source}, line {n}"
         obj = _json_object(line, where, f"like {{\"{text_column}\": ...}}")
         if text_column not in obj:
-            raise _missing_column(source, text_column, list(obj), f", line {n}")
+            raise missing_column(source, text_column, list(obj), f", line {n}")
         texts.append(_check_text(obj[text_column], where, text_column))
         if label_column is None:
             pass
@@ -252,7 +252,7 @@ def _load_jsonl(source: str, text: str, text_column: str, label_column: str | No
             # (headswap.data.multilabel), and single-label training refuses it.
             labels.append(tuple(value) if isinstance(value, list) else _check_label(value, where, label_column))
         elif require_labels:
-            raise _missing_column(source, label_column, list(obj), f", line {n}")
+            raise missing_column(source, label_column, list(obj), f", line {n}")
         else:
             labels.append(None)
         rows.append(n)

@@ -1,9 +1,8 @@
-"""Streaming prediction for files too big to hold: read, predict and write a chunk at a time, and resume
-an interrupted run without redoing or duplicating rows.
+"""Texts streamed from files too big to hold, a record at a time, and what an interrupted run's output says about
+where to resume: the reading side of streaming prediction (headswap.jobs.predictions writes the lines).
 
-Output is JSON lines, one per input record, in input order. A resumed run keeps the complete lines already
-written (a half-written last line from a kill is cut off), checks that the last kept line belongs to the
-same input record, and continues after it.
+A resumed run keeps the complete lines already written (a half-written last line from a kill is cut off), checks
+that the last kept line belongs to the same input record, and continues after it.
 """
 
 from __future__ import annotations
@@ -14,10 +13,10 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO
+from typing import Iterable, Iterator
 
 from headswap.data.jsonline import parse
-from headswap.data.readers import (_missing_column, _resolve_format, csv_error_hint, parquet_batches,
+from headswap.data.readers import (missing_column, _resolve_format, csv_error_hint, parquet_batches,
                                    wide_encoding_error)
 from headswap.data.records import _check_text
 from headswap.errors import DataError
@@ -27,7 +26,7 @@ logger = logging.getLogger(__name__)
 _BOM = b"\xef\xbb\xbf"
 
 
-def _decoded_lines(path: str) -> Iterator[str]:
+def decoded_lines(path: str) -> Iterator[str]:
     """The file's lines, decoded one at a time, so a bad byte is reported with its exact line."""
     with open(path, "rb") as f:
         yield from _decode(f, path)
@@ -62,7 +61,7 @@ def iter_texts(path, text_column: str = "text", format: str | None = None) -> It
                 yield number, _check_text(text, f"{source}, row {number}", text_column)
         return
     if fmt == "jsonl":
-        for number, line in enumerate(_decoded_lines(source), start=1):
+        for number, line in enumerate(decoded_lines(source), start=1):
             if not line.strip():
                 continue
             record = parse(line, f"{source}, line {number}")
@@ -70,13 +69,13 @@ def iter_texts(path, text_column: str = "text", format: str | None = None) -> It
                 raise DataError(f"{source}, line {number}: no {text_column!r} field")
             yield number, _check_text(record[text_column], f"{source}, line {number}", text_column)
         return
-    reader = csv.reader(_decoded_lines(source), delimiter="\t" if fmt == "tsv" else ",", strict=True)
+    reader = csv.reader(decoded_lines(source), delimiter="\t" if fmt == "tsv" else ",", strict=True)
     try:
         header = next(reader)
     except StopIteration:
         raise DataError(f"{source}: file is empty") from None
     if text_column not in header:
-        raise _missing_column(source, text_column, header)
+        raise missing_column(source, text_column, header)
     col, end = header.index(text_column), reader.line_num
     try:
         for row in reader:
@@ -158,96 +157,3 @@ def skip_done(rows: Iterable[tuple[int, str]], skip: int, last_done: dict | None
             raise DataError(f"the output's last row ({last_done.get('row')}) does not match input row {row[0]}; "
                             "it belongs to another input, refusing to resume")
     return rows
-
-
-def decisions(clf, probs, oos_score=None) -> tuple[str, list]:
-    """What predict answers for each row of clf.predict_proba's output: ("label", a name per row) or, for a
-    multi-label model, ("labels", a list of names per row). oos_score: each row's out-of-scope score, for a model
-    that rejects by one (headswap.oos.predict_scored)."""
-    if not len(probs):
-        return ("labels" if getattr(clf, "multi_label", False) else "label"), []
-    if getattr(clf, "multi_label", False):
-        return "labels", [[str(v) for v in s] for s in clf.decide(probs)]
-    if getattr(clf, "out_of_scope", None) is not None:    # the reject option may answer a label of its own
-        return "label", [str(v) for v in (clf.decide(probs) if oos_score is None else clf.decide(probs, oos_score))]
-    labels = [str(v) for v in clf.labels_]
-    return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
-
-
-TIE = 1e-6     # top probabilities this close are a tie: the 6 decimals predict writes could not tell them apart
-
-
-def tied_classes(probs, labels: list, answers: list) -> list[list[str] | None]:
-    """Per row of single-label probabilities: the classes tied for the top (within TIE) when the answer is one
-    of two or more of them, else None. A tie's answer is the first tied class in label order (numpy's argmax,
-    as scikit-learn's predict), which decides nothing: predict marks it rather than pass it off as a choice."""
-    import numpy as np
-    probs = np.asarray(probs, dtype=np.float64)
-    if not probs.size:
-        return [None] * len(answers)
-    near = probs.max(axis=1, keepdims=True) - probs <= TIE     # one vectorised pass: a million rows stay cheap
-    out: list[list[str] | None] = [None] * len(answers)
-    for i in np.flatnonzero(near.sum(axis=1) > 1):
-        tied = [str(lab) for lab, on in zip(labels, near[i]) if on]
-        out[i] = tied if answers[i] in tied else None
-    return out
-
-
-def warn_ties(ties: int, texts: int, marked: str = 'those rows list the tied classes under "tied"') -> None:
-    if ties:
-        logger.warning("%d of %d texts are ties: their top classes' probabilities are equal (within %g), so the "
-                       "label given, the first tied class in label order, decides nothing; %s", ties, texts, TIE,
-                       marked)
-
-
-def predict_stream(clf, rows: Iterable[tuple[int, str]], out: TextIO, chunk_size: int = 256,
-                   done: int = 0, progress: bool = True, model: str | None = None) -> int:
-    """Predict `rows` chunk by chunk, writing JSON lines to `out`; returns the number of rows written.
-    `done`: rows predicted by an earlier run (already skipped in `rows`), for the progress bar; `model`:
-    the model's fingerprint, recorded in every line."""
-    from tqdm.auto import tqdm
-
-    labels = list(clf.labels_)
-    rows = iter(rows)
-    written = 0
-    # One truncation note for the whole stream, not one per chunk.
-    encoder = getattr(clf, "encoder_", None)
-    truncated = ties = 0
-    if encoder is not None:
-        encoder.quiet = True
-    bar = tqdm(desc="predict", unit=" rows", disable=not progress, initial=done)
-    from headswap.oos import scored_proba, split_scored
-    run = scored_proba(clf)
-    while True:
-        chunk = [r for _, r in zip(range(chunk_size), rows)]
-        if not chunk:
-            break
-        try:
-            probs, score = split_scored(clf, run([t for _, t in chunk]))
-        except BaseException:
-            if encoder is not None:
-                encoder.quiet = False
-            raise
-        truncated += encoder.truncated if encoder is not None else 0
-        key, answers = decisions(clf, probs, score)
-        tied = tied_classes(probs, [str(v) for v in labels], answers) if key == "label" else [None] * len(chunk)
-        for (number, text), p, answer, tie in zip(chunk, probs, answers, tied):
-            record = {"row": number, "text": text, key: answer,
-                      "probabilities": {lab: round(float(v), 6) for lab, v in zip(labels, p)}}
-            if tie:     # only on a tie, so every existing reader of the lines reads them as before
-                record["tied"] = tie
-                ties += 1
-            if model is not None:
-                record["model"] = model
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        out.flush()
-        written += len(chunk)
-        bar.update(len(chunk))
-    bar.close()
-    warn_ties(ties, written)
-    if encoder is not None:
-        encoder.quiet = False
-        if truncated:
-            logger.warning("%d of %d texts were longer than %d tokens and were truncated (raise max_length to keep "
-                           "more)", truncated, written, encoder.max_length)
-    return written

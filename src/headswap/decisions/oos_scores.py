@@ -81,7 +81,7 @@ class OosStatistics:
     def save(self, path: Path) -> None:
         from safetensors.numpy import save_file
 
-        from headswap.atomic import atomic_path
+        from headswap.saved.atomic import atomic_path
         with atomic_path(Path(path)) as tmp:
             save_file({"means": self.means, "precision": self.precision, "bank": self.bank}, str(tmp),
                       metadata={"k": str(self.k)})

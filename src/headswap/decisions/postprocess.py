@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from headswap import oos_scores, reject
+from headswap.decisions import oos_scores, reject
 from headswap.errors import HeadswapError
-from headswap.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
-from headswap.targets import SingleLabel
+from headswap.decisions.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
+from headswap.decisions.targets import SingleLabel
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class _OneKey:
 
 @dataclass
 class Temperature(_OneKey):
-    """Temperature scaling (headswap.calibration): logits / T before the softmax, or for multi-label data each
+    """Temperature scaling (headswap.decisions.calibration): logits / T before the softmax, or for multi-label data each
     label's logit over its own T before its sigmoid. None: not fitted, T = 1."""
 
     temperature: float | list[float] | None = None
@@ -82,7 +82,7 @@ class Thresholds(_OneKey):
 
 @dataclass
 class Reject:
-    """The reject option (headswap.reject) on one out-of-scope score (headswap.oos_scores): a text is out of
+    """The reject option (headswap.decisions.reject) on one out-of-scope score (headswap.decisions.oos_scores): a text is out of
     scope when a learned out-of-scope class wins, or when its score passes the tuned threshold.
 
     threshold is the softmax rule's (reject below that top probability; what models saved before there was a
@@ -155,7 +155,8 @@ class Reject:
             return reject.rejected(probs, self.threshold, self.oos_index)
         if score is None:
             raise HeadswapError(f"this model rejects out-of-scope texts by its {name} score, which probabilities alone "
-                                f"do not give: pass the scores from headswap.oos.predict_scored (or call predict)")
+                                f"do not give: pass the scores from "
+                                f"headswap.classifier.reject_option.predict_scored (or call predict)")
         return reject.rejected(probs, self.entry["threshold"], self.oos_index, score)
 
     def decide(self, decisions: np.ndarray, probs, score=None, value="oos") -> np.ndarray:
@@ -166,7 +167,7 @@ class Reject:
 
     def report(self, probs, logits, features, y, is_oos) -> dict:
         """On rows with class indices y and is_oos booleans: the score in use, the decisions at the tuned
-        threshold and without it (headswap.reject.scores), every computable score's AUROC and FPR@95TPR, and
+        threshold and without it (headswap.decisions.reject.scores), every computable score's AUROC and FPR@95TPR, and
         each score's histogram by kind of text."""
         values = self.scores(probs, logits, features)
         name = self.score_name
@@ -193,7 +194,7 @@ class Reject:
         entry = config.get("oos_score")
         stats = None
         if (entry or {}).get("statistics"):
-            from headswap.model_dir import inside
+            from headswap.saved.model_dir import inside
             file = inside(Path(path), entry["statistics"], "oos_score.statistics")
             if not file.is_file():
                 raise HeadswapError(f"{file} is missing; the model directory is incomplete (its out-of-scope score "

@@ -25,7 +25,7 @@ def top_in_scope(probs: np.ndarray, oos_index: int | None) -> tuple[np.ndarray, 
 
 def rejected(probs, threshold: float | None, oos_index: int | None, score=None) -> np.ndarray:
     """(N,) booleans: the out-of-scope class wins, or the top in-scope probability is below the threshold; or,
-    given an out-of-scope `score` per row (headswap.oos_scores, higher = more out of scope), it is above it."""
+    given an out-of-scope `score` per row (headswap.decisions.oos_scores, higher = more out of scope), it is above it."""
     probs = np.asarray(probs)
     out = np.zeros(len(probs), dtype=bool)
     if not len(probs):

@@ -70,7 +70,7 @@ class SingleLabel:
         return torch.softmax(scaled, -1)
 
     def fit_temperature(self, logits, y):
-        from headswap import calibration
+        from headswap.decisions import calibration
         return calibration.fit_temperature(logits, y)
 
     def thresholds(self, probs, y) -> None:
@@ -84,7 +84,7 @@ class SingleLabel:
         return list(y)
 
     def metrics(self, logits, y, names, positive_label, temperature, thresholds):
-        from headswap import calibration
+        from headswap.decisions import calibration
         from headswap.metrics import metrics_from_logits
         m = metrics_from_logits(torch.from_numpy(np.asarray(logits)), y, names, positive_label)
         return m, calibration.report(logits, y, temperature)
@@ -138,7 +138,7 @@ class MultiLabel(SingleLabel):
         return torch.sigmoid(scaled)
 
     def fit_temperature(self, logits, y):
-        from headswap import calibration
+        from headswap.decisions import calibration
         return calibration.fit_label_temperatures(logits, y)
 
     def thresholds(self, probs, y) -> list[float]:
@@ -157,7 +157,7 @@ class MultiLabel(SingleLabel):
         return label_sets(list(y), self.separator)
 
     def metrics(self, logits, y, names, positive_label, temperature, thresholds):
-        from headswap import calibration
+        from headswap.decisions import calibration
         from headswap.metrics import MultiLabelMetrics
         probs = self.probabilities(logits, temperature)
         m = MultiLabelMetrics(list(names), y > 0.5, self.chosen(probs, thresholds), thresholds)

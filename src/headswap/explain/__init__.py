@@ -112,7 +112,7 @@ def _predicted(model, row: np.ndarray) -> list[int]:
 
 
 def _method(model, method: str) -> str:
-    # A TF-IDF model is told by its parts (headswap.tfidf imports this module: no isinstance).
+    # A TF-IDF model is told by its parts (headswap.baseline.tfidf imports this module: no isinstance).
     is_tfidf = hasattr(model, "features_") and hasattr(getattr(model, "model_", None), "coef_")
     if method == "coefficients" and not is_tfidf:
         raise HeadswapError("method 'coefficients' explains a TF-IDF model; this one is "

@@ -91,7 +91,7 @@ def integrated_gradients(model, texts: list[str], targets: list[list[int]], step
 
 
 def _window_weights(logits: torch.Tensor, how: str) -> torch.Tensor:
-    """How much each window's attributions count towards the text's logit (headswap.inference.per_text)."""
+    """How much each window's attributions count towards the text's logit (headswap.nn.inference.per_text)."""
     if how == "max":
         return (torch.arange(len(logits)) == int(torch.argmax(logits))).float()
     return torch.full((len(logits),), 1.0 / len(logits))

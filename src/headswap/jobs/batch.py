@@ -54,12 +54,12 @@ class Predictor:
     def load(self):
         """The classifier, loaded on first use."""
         if self._clf is None:
-            from headswap.model_dir import fingerprint, read_config
-            from headswap.tfidf import KIND, TfidfClassifier
+            from headswap.saved.model_dir import fingerprint, read_config
+            from headswap.baseline.tfidf import KIND, TfidfClassifier
             if self.runtime == "auto" and read_config(Path(self.model_dir)).get("kind") == KIND:
                 clf = TfidfClassifier.load(self.model_dir)      # without importing torch (seconds per worker)
             else:
-                from headswap.api import load_model
+                from headswap.classifier.estimator import load_model
                 clf = load_model(self.model_dir, progress=False, runtime=self.runtime)
             encoder = getattr(clf, "encoder_", None)
             if encoder is not None:
@@ -73,10 +73,10 @@ class Predictor:
         """The columns this predictor adds, for `texts`: label(s), proba_<label> per class, model."""
         import numpy as np
 
-        from headswap.data.stream import decisions
+        from headswap.jobs.predictions import decisions
         clf = self.load()
         labels = [str(v) for v in clf.labels_]
-        from headswap.oos import scored_proba, split_scored
+        from headswap.classifier.reject_option import scored_proba, split_scored
         probs, score = split_scored(clf, scored_proba(clf)(texts)) if texts else (np.zeros((0, len(labels))), None)
         probs = np.asarray(probs, dtype=np.float64)
         key, answers = decisions(clf, probs, score)
@@ -119,8 +119,8 @@ def _names_of(batch) -> list[str]:
 def _texts_of(batch, column: str) -> list[str]:
     names = _names_of(batch)
     if column not in names:
-        from headswap.data.readers import _missing_column
-        raise _missing_column("the batch", column, names)
+        from headswap.data.readers import missing_column
+        raise missing_column("the batch", column, names)
     col = batch[column]
     texts = col.to_pylist() if _is_arrow(batch) else (col.tolist() if hasattr(col, "tolist") else list(col))
     for i, t in enumerate(texts):
@@ -184,8 +184,8 @@ def read_table(path, text_column: str = "text"):
             raise
         raise DataError(f"{source}: cannot be read as {fmt}: {str(e).splitlines()[0]}") from None
     if text_column not in table.column_names:
-        from headswap.data.readers import _missing_column
-        raise _missing_column(source, text_column, table.column_names)
+        from headswap.data.readers import missing_column
+        raise missing_column(source, text_column, table.column_names)
     if ROW_ID in table.column_names:
         raise DataError(f"{source} already has a column {ROW_ID!r}, which --engine ray adds; rename it")
     col = table[text_column]
@@ -202,7 +202,7 @@ def read_table(path, text_column: str = "text"):
 def write_table(table, path) -> None:
     """Write `table` to `path` in the format its suffix names, atomically (the old file or the new one)."""
     import pyarrow as pa
-    from headswap.atomic import atomic_path
+    from headswap.saved.atomic import atomic_path
     fmt = table_format(path, "--out")
     with atomic_path(path) as tmp:
         if fmt == "parquet":
@@ -315,7 +315,7 @@ def predict_ray(data, out, model_dir, text_column: str = "text", runtime: str = 
         import ray.data  # noqa: F401
     except ImportError:
         raise HeadswapError(RAY_MISSING) from None
-    from headswap.model_dir import fingerprint, read_config
+    from headswap.saved.model_dir import fingerprint, read_config
 
     table_format(out, "--out")
     read_config(Path(model_dir))
@@ -368,7 +368,7 @@ def _warn_ties(result) -> None:
     lines mark it: it is counted here, once, from the probability columns."""
     import numpy as np
 
-    from headswap.data.stream import tied_classes, warn_ties
+    from headswap.jobs.predictions import tied_classes, warn_ties
     if "label" not in result.column_names:      # multi-label: each label has its own threshold, no top to tie
         return
     names = [c for c in result.column_names if c.startswith(PROBA_PREFIX)]

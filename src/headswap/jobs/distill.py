@@ -1,4 +1,4 @@
-"""Distillation: train a fast student on a teacher's probabilities: TF-IDF + logistic regression (headswap.tfidf,
+"""Distillation: train a fast student on a teacher's probabilities: TF-IDF + logistic regression (headswap.baseline.tfidf,
 the default) or the static strategy (a TextClassifier on a model2vec table: headswap.strategies.static).
 
 The teacher (any saved single-label classifier: a TextClassifier directory, an exported ONNX one, or a
@@ -36,7 +36,7 @@ def teacher_probabilities(teacher, texts, progress: bool = True) -> tuple[np.nda
 def load_teacher(teacher, progress: bool = True):
     """A loaded single-label classifier from a classifier or a model directory."""
     if isinstance(teacher, (str, os.PathLike)):
-        from headswap.api import load_model
+        from headswap.classifier.estimator import load_model
         teacher = load_model(teacher, progress=progress)
     if getattr(teacher, "multi_label", False):
         raise HeadswapError("the teacher is a multi-label classifier; distillation supports single-label teachers "
@@ -80,7 +80,7 @@ def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0
     The student's `distillation_` (saved in its config) records the teacher, the text counts, label_weight,
     the teacher's seconds and the student's agreement with the teacher's argmax on the training texts.
     """
-    from headswap.tfidf import TfidfClassifier
+    from headswap.baseline.tfidf import TfidfClassifier
 
     if student not in STUDENTS:
         raise HeadswapError(f"unknown student {student!r}; choose one of {', '.join(STUDENTS)}")
@@ -115,7 +115,7 @@ def distill(teacher, texts, labels=None, unlabeled=None, label_weight: float = 0
     elif label_weight > 0:
         raise HeadswapError(f"label_weight {label_weight} mixes in labels, but no labels were given")
     if student == "static":     # the settings checked before the teacher runs
-        from headswap.api import TextClassifier
+        from headswap.classifier.estimator import TextClassifier
         try:
             model = TextClassifier(**{**student_params, "strategy": "static", "progress": progress})
         except TypeError as e:

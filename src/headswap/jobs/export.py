@@ -18,11 +18,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from headswap import model_dir
-from headswap.atomic import sha256_of, umask
+from headswap.saved import model_dir
+from headswap.saved.atomic import sha256_of, umask
 from headswap.errors import HeadswapError
-from headswap.oos_scores import STATS_FILE
-from headswap.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
+from headswap.decisions.oos_scores import STATS_FILE
+from headswap.classifier.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
 
 ONNX_FILE, TOKENIZER_DIR = "model.onnx", "tokenizer"
 # Traced with a batch of two different lengths (a dimension of 1 would be fixed in the graph); checked on
@@ -36,7 +36,7 @@ FP32_TOLERANCE = 1e-3
 
 def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> dict:
     """Export the classifier saved in model_dir_path to the new directory `out`; returns the "export" entry."""
-    from headswap.api import TextClassifier
+    from headswap.classifier.estimator import TextClassifier
     if fmt not in EXPORT_FORMATS:
         raise HeadswapError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if quantize not in QUANTIZE:
@@ -44,8 +44,8 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
     src, out = Path(model_dir_path), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HeadswapError(f"--out {out} exists and is not an empty directory; give a new one")
-    from headswap.blend import KIND as BLEND, MEMBERS
-    from headswap.tfidf import KIND as TFIDF
+    from headswap.baseline.blend import KIND as BLEND, MEMBERS
+    from headswap.baseline.tfidf import KIND as TFIDF
     kind = model_dir.read_config(src).get("kind")
     if kind == BLEND:
         raise HeadswapError(f"{src} holds a blend of a model and TF-IDF: export its model member, "
@@ -84,7 +84,7 @@ def head_nodes(path: Path) -> list[str]:
     """The graph's matrix products that read a head weight (an initializer named like the head's parameters)."""
     import onnx
 
-    from headswap.runtime import is_head
+    from headswap.classifier.runtime import is_head
     graph = onnx.load(str(path), load_external_data=False).graph
     weights = {init.name for init in graph.initializer if is_head(init.name)}
     nodes = [n for n in graph.node if n.op_type in ("MatMul", "Gemm") and weights.intersection(n.input)]

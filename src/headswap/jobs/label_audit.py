@@ -76,7 +76,7 @@ class Audit:
     def write(self, out, extra: dict | None = None) -> list[Path]:
         """Write OUT/label_issues.csv, near_duplicates.csv, audit.json and audit.html, all four or (a failure)
         none; other files in OUT are left alone. `extra`: more keys for audit.json (the command line, the data path)."""
-        from headswap.atomic import written_together
+        from headswap.saved.atomic import written_together
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         summary = {**self.summary, **(extra or {})}
@@ -211,12 +211,12 @@ def classifier_factory(strategy: str, seed: int, progress: bool, settings: dict)
         if settings:
             raise ConfigError(f"the TF-IDF audit takes no TextClassifier settings ({', '.join(sorted(settings))}); "
                               f"give a TextClassifier strategy to use them")
-        from headswap.tfidf import TfidfClassifier
-        return TfidfClassifier, {"class": "headswap.tfidf.TfidfClassifier", **TfidfClassifier().get_params()}
+        from headswap.baseline.tfidf import TfidfClassifier
+        return TfidfClassifier, {"class": "headswap.baseline.tfidf.TfidfClassifier", **TfidfClassifier().get_params()}
     from headswap import settings as declared
     if strategy not in declared.STRATEGIES:
         raise ConfigError(f"unknown strategy {strategy!r}; choose {TFIDF} or one of {', '.join(declared.STRATEGIES)}")
-    from headswap.api import TextClassifier
+    from headswap.classifier.estimator import TextClassifier
     params = {**settings, "strategy": strategy, "seed": seed, "progress": progress}
     resolved = TextClassifier(**params).resolved_params()     # raises ConfigError naming a bad setting
 
@@ -276,7 +276,7 @@ def near_duplicates(data: LabelledData, threshold: float = NEAR_DUPLICATE_THRESH
     from scipy.sparse.csgraph import connected_components
     from sklearn.neighbors import NearestNeighbors
 
-    from headswap.tfidf import tfidf_features
+    from headswap.baseline.tfidf import tfidf_features
     n = len(data)
     k = min(k, n - 1)
     features = tfidf_features().fit_transform(data.texts)
@@ -291,7 +291,7 @@ def near_duplicates(data: LabelledData, threshold: float = NEAR_DUPLICATE_THRESH
     sets, nearest = info["near_duplicate_sets"], info["distance_to_nearest_neighbor"]
     pairs = [(i, int(j)) for i, members in enumerate(sets) for j in members]
     described = {"method": "cleanlab.Datalab.find_issues(knn_graph=..., issue_types={'near_duplicate': ...})",
-                 "features": "TF-IDF word 1-2 grams + char_wb 2-5 grams (headswap.tfidf.tfidf_features)",
+                 "features": "TF-IDF word 1-2 grams + char_wb 2-5 grams (headswap.baseline.tfidf.tfidf_features)",
                  "metric": "cosine", "k": k, "threshold": threshold,
                  "median_nearest_distance": float(info["median_distance_to_nearest_neighbor"]),
                  "distance_below": float(threshold * info["median_distance_to_nearest_neighbor"])}
@@ -328,7 +328,7 @@ def _csv(columns, rows) -> str:
 
 def render_html(result: Audit, summary: dict) -> str:
     """One self-contained page: the run, the top label issues, the near-duplicate groups whose labels conflict."""
-    from headswap.bench.templating import CSS, html_text as _e, kv as _kv, section as _section, table as _table
+    from headswap.reports.templating import CSS, html_text as _e, kv as _kv, section as _section, table as _table
     counts, settings, timing = summary["counts"], summary["settings"], summary["timing"]
     unit = "line" if result.row_unit == "line" else "position"
     pairs = [("data", f"<code>{_e(summary.get('data') or result.source)}</code>"),

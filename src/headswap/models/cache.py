@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from headswap.atomic import check_writable  # noqa: F401 (models' name for it)
+from headswap.saved.atomic import check_writable  # noqa: F401 (models' name for it)
 from headswap.errors import HeadswapError
 
 # Bump when the conversion itself changes, so caches written by an older headswap are not reused.

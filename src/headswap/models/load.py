@@ -17,7 +17,7 @@ from headswap.models.resolve import _as_spec
 
 def _load_dir(spec: ModelSpec) -> str:
     """Folder to load with from_pretrained; converts a GGUF spec into the cache on first use."""
-    from headswap.model_dir import check_regular_tree
+    from headswap.saved.model_dir import check_regular_tree
     if spec.gguf_file is None:
         check_regular_tree(Path(spec.path))    # a FIFO among the model's files would block loading forever
         return spec.path

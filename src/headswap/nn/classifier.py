@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headswap.inference import predict_logits, predict_logits_and_features
+from headswap.nn.inference import predict_logits, predict_logits_and_features
 from headswap.nn.heads import PairScoreHead, make_head
 from headswap.nn.pooling import make_pool
 from headswap.text.encoding import label_tensor
@@ -22,7 +22,7 @@ class ClassifierModule(nn.Module):
     instead. Parameters under head_prefixes form the head: trained at the head learning rate and kept
     trainable in every regime. features(**batch) -> (B, D) is what the head sees; when feature_cacheable,
     head-only training computes it once per text and trains the head on the cache. logits(items, collate)
-    is prediction, the same call as on headswap.runtime.OnnxRunner.
+    is prediction, the same call as on headswap.classifier.runtime.OnnxRunner.
     """
 
     head_prefixes: tuple[str, ...] = ("head.",)
@@ -45,7 +45,7 @@ class ClassifierModule(nn.Module):
     def logits_and_features(self, items: list, collate, batch_size: int = 64, progress: bool = False,
                             desc: str = "predict") -> tuple[np.ndarray, np.ndarray]:
         """As logits(), with each item's pooled (N, D) features from the same pass (modules with with_features:
-        what the out-of-scope scores of headswap.oos_scores read)."""
+        what the out-of-scope scores of headswap.decisions.oos_scores read)."""
         logits, feats = predict_logits_and_features(self, items, collate, batch_size, progress=progress, desc=desc)
         return logits.numpy(), feats.numpy()
 

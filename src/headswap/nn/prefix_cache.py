@@ -80,7 +80,7 @@ def _probe(model: torch.nn.Module, keyword: str) -> bool:
         with torch.no_grad():
             whole = model(input_ids=ids, use_cache=False).last_hidden_state[:, 1]
             first = model(input_ids=ids[:, :1], use_cache=True)
-            cache = _returned_cache(first)
+            cache = returned_cache(first)
             if cache is None:
                 return False
             second = model(input_ids=ids[:, 1:], position_ids=torch.tensor([[1]], device=param.device),
@@ -94,7 +94,7 @@ def _probe(model: torch.nn.Module, keyword: str) -> bool:
                                rtol=tol))
 
 
-def _returned_cache(out):
+def returned_cache(out):
     """The key/value cache a forward returned: ``out.cache`` (transformers 5.x) or ``out.past_key_values``."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
@@ -169,7 +169,7 @@ class PrefixCachedBody(HFBody):
     def _run_prefix(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         out = self.model(input_ids=self.prefix_ids, use_cache=True)
         self.prefix_runs += 1
-        return _kv_pairs(_returned_cache(out))
+        return kv_pairs(returned_cache(out))
 
     def prefix_kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per-layer (key, value) of the prefix, each (1, heads, prefix_len, head_dim)."""
@@ -236,7 +236,7 @@ def _lazy_init(layer, k: torch.Tensor, v: torch.Tensor) -> bool:
     return True
 
 
-def _kv_pairs(cache, layers: slice = slice(None)) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def kv_pairs(cache, layers: slice = slice(None)) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per-layer (keys, values) from a returned cache, across transformers cache layouts; `layers` picks some
     (headswap.train.lower_cache reads the top blocks' of a run that went through those alone)."""
     if hasattr(cache, "layers"):                         # transformers >= 4.56 / 5.x

@@ -1,6 +1,6 @@
 """One self-contained HTML page for a bench (or auto) run: open it in any browser, offline.
 
-    from headswap.bench.html_report import write_html
+    from headswap.reports.html_report import write_html
     write_html(json.load(open("bench-out/results.json")), "bench-out/report.html")
 
 `results` is a bench results dict ({"meta": ..., "rows": [...], "skipped": [...]}, see headswap.bench),
@@ -10,10 +10,10 @@ quality-vs-speed, learning-curves, confusion, calibration (when a row has one) a
 fails to draw becomes a line saying so; the rest of the page is kept. All text from the results (labels,
 model names, errors) is HTML-escaped.
 
-The markup is the Jinja2 template templates/report.html.j2 (autoescaped; headswap.bench.templating); this
-module turns the results into its context: plain values (worded by headswap.bench.report_text), and small
+The markup is the Jinja2 template templates/report.html.j2 (autoescaped; headswap.reports.templating); this
+module turns the results into its context: plain values (worded by headswap.reports.report_text), and small
 mappings with a "kind" for the cells and lines that carry structure (see macros.html.j2's value()).
-screenshot() and dump_dom() (headswap.bench.browser) drive a headless Chromium, for checking the page as a
+screenshot() and dump_dom() (headswap.reports.browser) drive a headless Chromium, for checking the page as a
 browser renders it.
 """
 
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 # Re-exported: the tests and benchmarks/render_report.py check the page through these.
-from headswap.bench.browser import BROWSERS, dump_dom, find_browser, screenshot  # noqa: F401
-from headswap.bench.report_text import (OOS_COLUMNS, fmt_value, has_test, human, is_num, model_display_name, num,
-                                        oos_cells, row_name, row_ok, rung_note, seconds, sorted_rows)
-from headswap.bench.templating import environment
+from headswap.reports.browser import BROWSERS, dump_dom, find_browser, screenshot  # noqa: F401
+from headswap.reports.report_text import (OOS_COLUMNS, duration, fmt_value, has_test, human, is_num,
+                                        model_display_name, num, oos_cells, row_name, row_ok, rung_note, sorted_rows)
+from headswap.reports.templating import environment
 # label_audit builds its page from these blocks, under these names.
 
 MAX_IMAGE_LABELS = 12     # confusion matrices with more classes are shaded HTML tables (a PNG gets unreadable)
@@ -45,7 +45,7 @@ SECTION_TITLES = (("summary", "Run"), ("auto", "Auto: candidates and winner"), (
 
 
 class _Charts:
-    """Draws headswap.plots charts into a temporary folder and returns each as an image with a data URI; a chart
+    """Draws headswap.reports.plots charts into a temporary folder and returns each as an image with a data URI; a chart
     that fails becomes an error line (and is remembered in .errors)."""
 
     def __init__(self, folder: Path):
@@ -113,7 +113,7 @@ def _summary(results: dict) -> dict:
     shown = (("budget_seconds", "budget"), ("epochs", "epochs"), ("regime", "regime"), ("batch_size", "batch size"),
              ("max_length", "max length"), ("body_lr", "body lr"), ("head_lr", "head lr"), ("seed", "seed"),
              ("train_limit", "train limit"), ("test_limit", "test limit"), ("quantize", "quantize"))
-    settings = [f"{name} {seconds(merged[key]) if key == 'budget_seconds' else fmt_value(merged[key])}"
+    settings = [f"{name} {duration(merged[key], '–') if key == 'budget_seconds' else fmt_value(merged[key])}"
                 for key, name in shown if merged.get(key) is not None]
     settings += [f"{key.replace('_', ' ')} {fmt_value(value)}" for key, value in given.items()
                  if key not in dict(shown) and key != "progress" and value is not None
@@ -125,7 +125,7 @@ def _summary(results: dict) -> dict:
         text = shlex.join(str(c) for c in command) if isinstance(command, (list, tuple)) else str(command)
         pairs.append(("command", _code(text)))
     if is_num(meta.get("elapsed_seconds")):
-        pairs.append(("elapsed", seconds(meta["elapsed_seconds"])))
+        pairs.append(("elapsed", duration(meta["elapsed_seconds"], "–")))
     if meta.get("interrupted"):
         pairs.append(("interrupted", _error("yes: the run was stopped; only finished rows are shown")))
     for err in meta.get("plot_errors") or []:
@@ -154,9 +154,9 @@ def _auto(auto: dict) -> dict:
     winner = auto.get("winner")
     known = ("budget_seconds", "elapsed_seconds", "winner", "model_dir", "candidates")
     if "budget_seconds" in auto:
-        pairs.append(("budget", seconds(auto["budget_seconds"])))
+        pairs.append(("budget", duration(auto["budget_seconds"], "–")))
     if "elapsed_seconds" in auto:
-        pairs.append(("elapsed", seconds(auto["elapsed_seconds"])))
+        pairs.append(("elapsed", duration(auto["elapsed_seconds"], "–")))
     if winner is not None:
         shown = {"kind": "winner", "text": winner, "details": None}
         if isinstance(winner, dict):
@@ -187,7 +187,7 @@ def _auto(auto: dict) -> dict:
             body.append((cls, [c.get("tier") or "–", c.get("model_name") or c.get("model"), c.get("strategy"),
                                c.get("regime"), c.get("rung") or "–", {"kind": "status", "text": status,
                                                                        "winner": is_winner},
-                               seconds(c.get("estimated_seconds")), seconds(c.get("seconds")),
+                               duration(c.get("estimated_seconds"), "–"), duration(c.get("seconds"), "–"),
                                num(c.get("validation_macro_f1")), reason]))
         table = {"header": header, "rows": body}
     return {"id": "auto", "pairs": pairs, "candidates": table}
@@ -195,8 +195,8 @@ def _auto(auto: dict) -> dict:
 
 def _arms(auto: dict, charts: "_Charts") -> dict:
     """auto's fine-tuning arms: their validation against time (a chart), slices, seconds and why each stopped."""
-    from headswap.bench.report_text import arm_rows
-    from headswap.plots import plot_arm_curves
+    from headswap.reports.report_text import arm_rows
+    from headswap.reports.plots import plot_arm_curves
 
     arms = arm_rows(auto)
     header = [("arm", ""), ("slices (round: seconds)", ""), ("seconds", "num"), ("share of budget", "num"),
@@ -204,8 +204,9 @@ def _arms(auto: dict, charts: "_Charts") -> dict:
     body = [("winner" if c.get("winner") else "", [
         c["name"], ", ".join(f"{'lead' if x['round'] == 'lead' else x['round'] + 1}: {x['seconds'] or 0:.0f}"
                              for x in c.get("slices") or []) or "–",
-        seconds(c.get("seconds")), f"{(c.get('seconds') or 0) / auto['budget_seconds']:.0%}",
-        num(c.get("trained_epochs"), ".2f"), num(c.get("validation_macro_f1")), c.get("stopped_because") or c.get("status") or "–",
+        duration(c.get("seconds"), "–"), f"{(c.get('seconds') or 0) / auto['budget_seconds']:.0%}",
+        num(c.get("trained_epochs"), ".2f"), num(c.get("validation_macro_f1")),
+        c.get("stopped_because") or c.get("status") or "–",
         c.get("reason") or ""]) for c in arms]
     return {"id": "arms", "chart": None if not any(c.get("slices") for c in arms) else
             charts.img("the arms' validation curves", lambda p: plot_arm_curves(arms, p),
@@ -278,7 +279,7 @@ def _heat_table(matrix, labels: Sequence[str]) -> dict:
 
 
 def _confusions(rows: Sequence[dict], charts: _Charts) -> dict:
-    from headswap.plots import plot_confusion
+    from headswap.reports.plots import plot_confusion
 
     figures = []
     for r in sorted_rows(rows):
@@ -297,7 +298,7 @@ def _confusions(rows: Sequence[dict], charts: _Charts) -> dict:
 
 
 def _calibration(rows: Sequence[dict], charts: _Charts) -> dict:
-    from headswap.plots import plot_reliability
+    from headswap.reports.plots import plot_reliability
 
     figures = []
     for r in sorted_rows(rows):
@@ -321,7 +322,7 @@ def _calibration(rows: Sequence[dict], charts: _Charts) -> dict:
 
 def _out_of_scope(rows: Sequence[dict], charts: _Charts) -> dict:
     """The out-of-scope table (oos_cells) and each row's score distributions."""
-    from headswap.plots import plot_oos_scores
+    from headswap.reports.plots import plot_oos_scores
     with_oos = [r for r in sorted_rows(rows) if row_ok(r) and isinstance(r.get("out_of_scope"), dict)]
     figures = []
     for r in with_oos:
@@ -352,7 +353,7 @@ def _skipped(skipped: Sequence[dict]) -> dict:
 
 def render_html(results: dict, title: str | None = None) -> str:
     """The report page as one string (see the module docstring)."""
-    from headswap.plots import plot_learning_curves, plot_quality_vs_speed
+    from headswap.reports.plots import plot_learning_curves, plot_quality_vs_speed
 
     meta = results.get("meta") or {}
     rows = [r for r in results.get("rows") or [] if isinstance(r, dict)]
@@ -394,5 +395,5 @@ def render_html(results: dict, title: str | None = None) -> str:
 
 def write_html(results: dict, path, title: str | None = None) -> Path:
     """render_html(results, title) written atomically to `path`."""
-    from headswap.atomic import write_text
+    from headswap.saved.atomic import write_text
     return write_text(path, render_html(results, title))

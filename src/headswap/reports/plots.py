@@ -21,7 +21,7 @@ BASELINE_COLOR = "#7f7f7f"
 ROW_COLOR = "#1f77b4"
 
 
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -31,7 +31,7 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path) -> Path:
-    from headswap.atomic import atomic_path
+    from headswap.saved.atomic import atomic_path
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", bbox_inches="tight")
     return Path(path)
@@ -70,7 +70,7 @@ def plot_confusion(metrics_or_matrix, labels: Sequence[str] | None, path, title:
     frac = np.divide(matrix, totals, out=np.zeros(matrix.shape, dtype=float), where=totals > 0)
 
     side = max(3.6, 1.0 + 0.75 * k)
-    fig = _figure(side + 1.2, side)
+    fig = new_figure(side + 1.2, side)
     ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(frac, cmap="Blues", vmin=0.0, vmax=1.0)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="fraction of true class")
@@ -107,7 +107,7 @@ def plot_learning_curves(rows: Sequence[dict], path, metric: str = "validation m
     are left out; an empty chart says so."""
     curves = [(row_label(r), _scored_history(r)) for r in rows if r.get("status", "ok") == "ok"]
     curves = [(label, pts) for label, pts in curves if pts]
-    fig = _figure(8.0, 4.8)
+    fig = new_figure(8.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     markers = "osD^v<>pPX*h"
     max_epoch = 1
@@ -141,7 +141,7 @@ def plot_quality_vs_speed(rows: Sequence[dict], path) -> Path:
     ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("macro_f1") is not None]
     ok.sort(key=lambda r: -float(r["macro_f1"]))
     n = max(len(ok), 1)
-    fig = _figure(12.0, 1.2 + 0.42 * n)
+    fig = new_figure(12.0, 1.2 + 0.42 * n)
     ax_f1 = fig.add_subplot(1, 2, 1)
     ax_speed = fig.add_subplot(1, 2, 2, sharey=ax_f1)
     if not ok:
@@ -180,9 +180,9 @@ def plot_quality_vs_speed(rows: Sequence[dict], path) -> Path:
 
 
 def plot_reliability(calibration: dict, path, title: str | None = None) -> Path:
-    """Reliability diagram from headswap.calibration.report(): accuracy against confidence per bin, before
+    """Reliability diagram from headswap.decisions.calibration.report(): accuracy against confidence per bin, before
     and (when a temperature was fitted) after temperature scaling, with the diagonal of perfect calibration."""
-    fig = _figure(5.2, 4.8)
+    fig = new_figure(5.2, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot([0, 1], [0, 1], color=BASELINE_COLOR, linestyle="--", linewidth=1, label="perfectly calibrated")
     series = [("before", "reliability_before", "#d62728", "softmax")]
@@ -208,7 +208,7 @@ def plot_label_f1(metrics: dict, path, title: str | None = None) -> Path:
     """Multi-label evaluation: F1 per label (bars, sorted) with each label's support, and the macro average."""
     per = metrics["per_class"]
     order = sorted(per, key=lambda lab: per[lab]["f1"])
-    fig = _figure(7.0, max(3.0, 0.28 * len(order) + 1.2))
+    fig = new_figure(7.0, max(3.0, 0.28 * len(order) + 1.2))
     ax = fig.add_subplot(1, 1, 1)
     ax.barh(range(len(order)), [per[lab]["f1"] for lab in order], color=ROW_COLOR)
     ax.set_yticks(range(len(order)))
@@ -224,10 +224,10 @@ def plot_label_f1(metrics: dict, path, title: str | None = None) -> Path:
 
 def plot_oos_scores(block: dict, path, title: str | None = None) -> Path:
     """The distribution of each out-of-scope score over in-scope and out-of-scope texts (the histograms of
-    headswap.oos.block's "distribution"), one panel per score, with its AUROC; the score in use marked."""
+    headswap.classifier.reject_option.block's "distribution"), one panel per score, with its AUROC; the score in use marked."""
     dist = block.get("distribution") or {}
     names = [n for n, h in dist.items() if h.get("edges")]
-    fig = _figure(3.2 * max(len(names), 1), 2.8)
+    fig = new_figure(3.2 * max(len(names), 1), 2.8)
     for i, name in enumerate(names):
         h, ax = dist[name], fig.add_subplot(1, max(len(names), 1), i + 1)
         edges = np.asarray(h["edges"])
@@ -255,7 +255,7 @@ def plot_oos_scores(block: dict, path, title: str | None = None) -> Path:
 def plot_arm_curves(arms: Sequence[dict], path, metric: str = "validation macro F1") -> Path:
     """auto's fine-tuning arms against the clock: each arm's validation score at the time it was measured (seconds
     since the arms began), and its slices as bars under the curves, one lane per arm."""
-    fig = _figure(9.0, 5.2)
+    fig = new_figure(9.0, 5.2)
     ax = fig.add_subplot(1, 1, 1)
     markers = "osD^v<>pPX*h"
     shown = [a for a in arms if a.get("slices")]
@@ -287,7 +287,7 @@ def plot_curves_over_time(curves: dict[str, list[tuple[float, float]]], path, me
                           title: str | None = None) -> Path:
     """Score against wall-clock minutes, one line per run: `curves` maps a label to its (seconds since the run
     started, score) points, e.g. one per validated epoch. What a budget buys, where epochs cost differently."""
-    fig = _figure(8.0, 4.8)
+    fig = new_figure(8.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     markers = "osD^v<>pPX*h"
     for i, (label, pts) in enumerate(curves.items()):

@@ -25,25 +25,16 @@ def human(n) -> str:
     return f"{n:.0f}"
 
 
-def duration(seconds: float) -> str:
-    """A duration as reports and log lines say it: '45 s', '2.5 min', '1.2 h' ('?' when unknown)."""
+def duration(seconds: float, unknown: str = "?") -> str:
+    """A duration as reports and log lines say it: '4.5 s', '45 s', '2.5 min', '1.2 h' (`unknown` when not a
+    number). The one formatter of durations: every report, log line and message says them through it."""
     if not is_num(seconds):
-        return "?"
+        return unknown
     if seconds < 90:
-        return f"{seconds:.0f} s"
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
     if seconds < 5400:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def seconds(value) -> str:
-    if not is_num(value):
-        return "–"
-    if value < 90:
-        return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
-    if value < 5400:
-        return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
 
 
 def row_ok(row: dict) -> bool:
@@ -82,7 +73,7 @@ OOS_COLUMNS = ("model", "strategy", "regime", "score used", "AUROC", "FPR@95TPR"
 
 
 def oos_cells(r: dict) -> list[str]:
-    """One row of the out-of-scope table (headswap.oos.block of a row): the score in use and its threshold-free
+    """One row of the out-of-scope table (headswap.classifier.reject_option.block of a row): the score in use and its threshold-free
     figures, the best score's AUROC, in-scope accuracy without and with the threshold, oos recall and precision."""
     o = r["out_of_scope"]
     figs = o.get("scores") or {}
@@ -100,7 +91,7 @@ def rung_note(c: dict) -> str:
     parts = [c.get("error") or c.get("reason") or ""]
     bounded = c.get("time_bounded")
     if bounded:
-        parts.append(f"time-bounded to {seconds(bounded['limit_seconds'])} of training ({bounded['why']}), "
+        parts.append(f"time-bounded to {duration(bounded['limit_seconds'], '–')} of training ({bounded['why']}), "
                      f"{bounded['epochs']} epochs planned, validated every {bounded['eval_every_steps']} steps: "
                      f"{bounded.get('stopped', '')}")
     if c.get("best_epoch") is not None and c.get("status") == "ran" and c.get("tier") not in ("baseline", None):

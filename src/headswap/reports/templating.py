@@ -1,6 +1,6 @@
 """The Jinja2 templates of headswap's HTML pages (templates/: report.html.j2, its building blocks in
 macros.html.j2, the style in report.css), and those blocks as functions for a page that assembles its own HTML
-from strings (headswap.label_audit's: html_text, kv, table, section)."""
+from strings (headswap.jobs.label_audit's: html_text, kv, table, section)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from html import escape
 from importlib.resources import files
 from typing import Sequence
 
-TEMPLATES = files("headswap.bench") / "templates"
+TEMPLATES = files("headswap.reports") / "templates"
 CSS = (TEMPLATES / "report.css").read_text(encoding="utf-8")   # every page's style, inlined: the page stands alone
 
 
@@ -19,7 +19,7 @@ def environment():
     pages, not "None"); an undefined name is an error rather than a silent blank."""
     # Imported here, not at the top: bench's run and auto import html_report for its names, not to render.
     import jinja2
-    return jinja2.Environment(loader=jinja2.PackageLoader("headswap.bench", "templates"), autoescape=True,
+    return jinja2.Environment(loader=jinja2.PackageLoader("headswap.reports", "templates"), autoescape=True,
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                               undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value)
 

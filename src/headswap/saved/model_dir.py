@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headswap import __version__, settings
-from headswap.atomic import atomic_path, replace_dir
+from headswap.saved.atomic import atomic_path, replace_dir
 from headswap.errors import ConfigError, HeadswapError
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "headswap_config.json", "model.safetensors", "README.md"
@@ -19,7 +19,7 @@ NOTICE_FILE = "NOTICE"
 FORMAT_VERSION = 1
 # What a save or an export writes into a model directory (and a later save replaces); anything else found
 # there (a user's notes, `headswap eval` output) is carried over into the new model, never deleted.
-# (oos_statistics.safetensors: headswap.oos_scores.STATS_FILE, what the mahalanobis and knn scores read)
+# (oos_statistics.safetensors: headswap.decisions.oos_scores.STATS_FILE, what the mahalanobis and knn scores read)
 OWNED = (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, NOTICE_FILE, "model.onnx", "tokenizer", "checkpoints", "members",
          "oos_statistics.safetensors")
 
@@ -41,7 +41,7 @@ def trained_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def write(path: Path, config: dict, module: torch.nn.Module, summary: dict) -> Path:
-    from headswap.model_card import write_model_card
+    from headswap.saved.model_card import write_model_card
 
     path.mkdir(parents=True, exist_ok=True)
     config = {"format": "headswap", "format_version": FORMAT_VERSION, "headswap_version": __version__, **config}

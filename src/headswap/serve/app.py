@@ -60,7 +60,7 @@ def _require_web_stack():
 
 def _load_classifier(clf_or_model_dir, runtime: str = "auto"):
     if isinstance(clf_or_model_dir, (str, os.PathLike)):
-        from headswap.api import load_model
+        from headswap.classifier.estimator import load_model
         return load_model(clf_or_model_dir, progress=False, runtime=runtime), str(Path(clf_or_model_dir))
     clf = clf_or_model_dir
     for attr in ("predict_proba", "labels_"):
@@ -82,7 +82,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     """A FastAPI app serving one classifier: a fitted TextClassifier, or a directory written by ``save``
     (loaded here, once). ``app.state.classifier`` and ``app.state.batcher`` hold both; see the module doc.
     A classifier passed in has its progress bars switched off (no tqdm bar per request); a directory is loaded
-    with `runtime` (headswap.runtime.RUNTIMES)."""
+    with `runtime` (headswap.classifier.runtime.RUNTIMES)."""
     _require_web_stack()
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -91,7 +91,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     from pydantic_core import PydanticCustomError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from headswap.data.stream import decisions
+    from headswap.jobs.predictions import decisions
 
     for name, value in (("max_texts_per_request", max_texts_per_request), ("max_text_chars", max_text_chars),
                         ("max_body_bytes", max_body_bytes), ("max_json_depth", max_json_depth)):
@@ -103,7 +103,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     # Folder names only: /health is unauthenticated, and absolute paths tell a client about the server's disk.
     model_name = Path(model_name).name if os.sep in model_name else model_name
     model_dir_name = Path(model_dir).resolve().name if model_dir else None
-    from headswap.oos import scored_proba, split_scored
+    from headswap.classifier.reject_option import scored_proba, split_scored
     # A model that rejects by a score other than softmax gets it as an extra column, sliced per request with the rest.
     batcher = MicroBatcher(scored_proba(clf), max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
                            batching=batching)

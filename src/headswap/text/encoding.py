@@ -3,7 +3,7 @@
 Items are tokenized once (lists of ids) and padded per batch, so no batch is padded to a global
 maximum. Over-long texts are truncated (the text only, never the prompt) and counted; in plain mode with
 chunk_stride they are split into overlapping windows instead, each item carrying its text's index ("text"),
-which headswap.inference.per_text uses to put one row per text back together.
+which headswap.nn.inference.per_text uses to put one row per text back together.
 """
 
 from __future__ import annotations

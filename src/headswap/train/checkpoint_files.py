@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from headswap.atomic import sha256_of
+from headswap.saved.atomic import sha256_of
 from headswap.errors import HeadswapError
 
 FORMAT, FORMAT_VERSION = "headswap-checkpoint", 1
@@ -93,7 +93,7 @@ def _write_failure(e: BaseException, root: Path) -> str | None:
     """Why writing into root failed, when it is the machine's doing (a full disk, a permission); None for
     anything else. torch.save drops errno ("unexpected pos ..."), so a short write on a disk with under
     1 MiB free is taken for a full disk."""
-    from headswap.model_dir import os_error_reason
+    from headswap.saved.model_dir import os_error_reason
     reason = os_error_reason(e)
     if reason is None and isinstance(e, RuntimeError) and "unexpected pos" in str(e):
         reason = "No space left on device" if shutil.disk_usage(root).free < 2**20 else str(e).splitlines()[0]

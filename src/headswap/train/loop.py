@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from headswap.errors import ConfigError
-from headswap.inference import compute_features, item_length, predict_logits  # noqa: F401 (re-exported)
+from headswap.nn.inference import compute_features, item_length, predict_logits  # noqa: F401 (re-exported)
 from headswap.settings import RunSettings, TrainSettings, default_body_lr
 from headswap.settings import check as check_settings
 from headswap.train.checkpoint import EpochLog, Run, rng_state, set_rng_state
@@ -224,7 +224,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     """Train `model` in place; with validation data, evaluate each epoch and (keep_best) restore the best.
 
     eval_per_text maps the eval items' logits to one row per eval label (chunked texts: their windows'
-    logits aggregated, headswap.inference.per_text); best_eval_logits stays per item.
+    logits aggregated, headswap.nn.inference.per_text); best_eval_logits stays per item.
 
     on_epoch_end(entry) runs on every process after each epoch, once its checkpoint (if any) is written.
     log takes the epoch lines; notify (default: log) the checkpoint and resume messages, which a quiet run

@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from headswap.errors import ConfigError
-from headswap.inference import item_length
+from headswap.nn.inference import item_length
 from headswap.nn.classifier import ClassifierModule
 from headswap.nn.hf import HFBody, body_blocks
-from headswap.nn.prefix_cache import PrefixCachedBody, _kv_pairs, _returned_cache
+from headswap.nn.prefix_cache import PrefixCachedBody, kv_pairs, returned_cache
 from headswap.text.encoding import label_tensor, pad
 
 # Largest difference allowed between the cached and the uncached logits in the build-time check: float32
@@ -175,7 +175,7 @@ class CausalLowerCache(LowerCache):
             finally:
                 handle.remove()
                 self.model.train(was)
-            lower = [(k.clone(), v.clone()) for k, v in _kv_pairs(_returned_cache(out), slice(self.split))]
+            lower = [(k.clone(), v.clone()) for k, v in kv_pairs(returned_cache(out), slice(self.split))]
             self._prefix = lower, captured[0].float().clone()
         return self._prefix
 
@@ -191,7 +191,7 @@ class CausalLowerCache(LowerCache):
             given.hidden = prefix_hidden.to(hidden.device)
             out = model(input_ids=body.prefix_ids, use_cache=True)    # the top blocks only
             given.hidden = hidden
-            top = _kv_pairs(_returned_cache(out), slice(self.split, None))
+            top = kv_pairs(returned_cache(out), slice(self.split, None))
             return [(k.to(hidden.device), v.to(hidden.device)) for k, v in lower] + top
 
         given.hidden = hidden
@@ -246,7 +246,7 @@ def build_cache(classifier: nn.Module, last_n: int, items: Sequence[dict], eval_
     body_key names the pretrained body and its text encoding; with it, inside an open inference.feature_cache(),
     fits on the same body and items share one pass of the lower blocks (auto's slices of an arm, and its
     learning-rate variants, each a fit of its own)."""
-    from headswap.inference import cached_features
+    from headswap.nn.inference import cached_features
     from headswap.train.checkpoint import data_digest
 
     cache = (CausalLowerCache if isinstance(getattr(classifier, "body", None), PrefixCachedBody) else LowerCache)(
