@@ -89,7 +89,7 @@ def climb_for(clock, budget=900.0):
     baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
     return types.SimpleNamespace(
         costs=Costs(), budget=Budget(budget, clock, 0.0), settings={}, entries=[], best=None, best_entry=baseline,
-        heads={}, log=lambda msg: None, train=None, validation=None)
+        heads={}, log=lambda msg: None, train=None, validation=None, misfit=set())
 
 
 def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
@@ -163,6 +163,24 @@ def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_ru
         # the rungs kept from halving still have a row in the arms table, saying why
         assert [e.get("stopped_because") for e in entries] == \
             (["too dear"] * 3 if too_slow else [None, "too dear", "too dear"]) + [None]
+
+
+def test_arms_on_a_body_whose_vocabulary_misfits_wait_behind_every_arm_on_one_that_fits():
+    """Learning-rate variants of the fitting body's arms included; otherwise the ladder's order."""
+    from headswap.auto.compete import prepare
+
+    climb = climb_for(Clock())
+    climb.misfit = {"minilm"}
+    climb.probe = lambda rung, entry, most: True
+    climb.skip = lambda entry, reason, status="skipped": entry.update(status=status, reason=reason)
+    rungs = [Rung("e5", "encoder", "encoder-mlp", "partial", 1), Rung("minilm", "encoder", "encoder-mlp", "partial", 1),
+             Rung("e5", "encoder", "encoder-mlp", "full", 1), Rung("minilm", "encoder", "encoder-mlp", "full", 1)]
+    plans, _ = prepare(climb, rungs)
+    order = [(rung.model, rung.regime, bool(tuned)) for rung, tuned, _ in plans]
+    fitting = [o for o in order if o[0] == "e5"]
+    assert order[:len(fitting)] == fitting and len(fitting) > 2 and any(t for _, _, t in fitting)
+    assert order[:2] == [("e5", "partial", False), ("e5", "full", False)]
+    assert order[len(fitting):][:2] == [("minilm", "partial", False), ("minilm", "full", False)]
 
 
 def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran():
