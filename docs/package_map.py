@@ -8,7 +8,6 @@ left out of the floors: it only starts the CLI.
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
@@ -28,29 +27,16 @@ def family(module: str) -> str | None:
 
 
 def imports() -> dict[str, set[str]]:
-    """family -> the families it imports."""
+    """family -> the families it imports: the module graph tests/test_structure.py checks, one level up."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_structure import import_graph
+
     edges: dict[str, set[str]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        if rel.name == "__main__":
+    for module, targets in import_graph(PACKAGE).items():
+        own = family(module)
+        if own is None or module.endswith(".__main__"):
             continue
-        parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
-        own = family(".".join(parts))
-        if own is None:
-            continue
-        package = parts if rel.name == "__init__" else parts[:-1]
-        mine = edges.setdefault(own, set())
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
-                names = [f"{base}.{a.name}" for a in node.names] if base == "headswap" else [base]
-            else:
-                continue
-            mine.update(f for n in names if (f := family(n)) not in (None, own))
+        edges.setdefault(own, set()).update(f for t in targets if (f := family(t)) not in (None, own))
     return edges
 
 

@@ -26,7 +26,7 @@ from headswap.classifier import persist
 from headswap.classifier import reject_option as oos
 from headswap.classifier.build import EXPOSED, Built, build
 from headswap.classifier.fit_data import read_fit_data
-from headswap.classifier.fitted import Fitted, expose
+from headswap.classifier.fitted import Fitted, expose, held
 from headswap.classifier.init_from import Parent
 from headswap.data.load import from_lists
 from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
@@ -48,16 +48,9 @@ log = logging.getLogger(__name__)
 
 def _built_attributes(cls):
     """Class decorator: module_, encoder_, ... (headswap.classifier.build.EXPOSED) as read-write attributes kept in
-    the instance's built_; an unfitted estimator has none of them (hasattr is False)."""
-    def attribute(key):
-        def get(self):
-            built = self.__dict__.get("built_")
-            if built is None:
-                raise AttributeError(f"{key}: not fitted yet")
-            return getattr(built, key)
-        return property(get, lambda self, value: setattr(self.__dict__["built_"], key, value))
+    the instance's built_."""
     for name, key in EXPOSED.items():
-        setattr(cls, name, attribute(key))
+        setattr(cls, name, held("built_", name[:-1], key))
     return cls
 
 

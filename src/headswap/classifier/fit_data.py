@@ -11,6 +11,7 @@ import numpy as np
 
 from headswap.data.load import LabelledData, as_list, labels_of_table, load_descriptions
 from headswap.data.sampling import stratified_split
+from headswap.decisions.postprocess import oos_column
 from headswap.decisions.targets import check_known, read_soft_labels
 from headswap.errors import HeadswapError
 
@@ -63,8 +64,8 @@ def read_fit_data(clf, X, y, eval_texts, eval_labels, descriptions, soft_labels,
             soft = soft[[r - 1 for r in train.rows]]
     else:
         val = None
-    learned = clf.out_of_scope is not None and clf.out_of_scope in names
-    val, outside = set_apart(val, None if learned else clf.out_of_scope)
+    # an out-of-scope label that training learned as a class stays in; one that it did not is set apart
+    val, outside = set_apart(val, clf.out_of_scope if oos_column(names, clf.out_of_scope) is None else None)
     if val is not None:
         check_known(target, val.labels, names, "evaluation")
     return FitData(train, val, outside, names, classes, descriptions, soft)

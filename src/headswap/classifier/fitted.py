@@ -90,22 +90,26 @@ STEP_STATE = {"temperature": ("temperature_step", "temperature"), "thresholds": 
               "oos_statistics": ("reject_step", "statistics")}
 
 
+def held(holder: str, name: str, *path: str) -> property:
+    """A read-write attribute (name_) of an estimator, kept in the object the instance holds as `holder` (fitted_,
+    built_), at `path` (attribute names) inside it; an unfitted estimator has none of them (hasattr is False), as
+    scikit-learn expects."""
+    def owner(self):
+        obj = self.__dict__.get(holder) or _unfitted(name)
+        for step in path[:-1]:
+            obj = getattr(obj, step)
+        return obj
+    return property(lambda self: getattr(owner(self), path[-1]),
+                    lambda self, value: setattr(owner(self), path[-1], value))
+
+
 def expose(cls):
     """Class decorator: each Fitted field F, and each name N of STEP_STATE, as a read-write attribute F_ (N_)
-    of cls, kept in cls's fitted_; an unfitted estimator has none of them (hasattr is False), as scikit-learn
-    expects."""
-    def owner(self, name, step):
-        fitted = self.__dict__.get("fitted_") or _unfitted(name)
-        return getattr(fitted, step) if step else fitted
-
-    def attribute(name, step=None, key=None):
-        key = key or name
-        return property(lambda self: getattr(owner(self, name, step), key),
-                        lambda self, value: setattr(owner(self, name, step), key, value))
+    of cls, kept in cls's fitted_."""
     for f in fields(Fitted):
-        setattr(cls, f.name + "_", attribute(f.name))
+        setattr(cls, f.name + "_", held("fitted_", f.name, f.name))
     for name, (step, key) in STEP_STATE.items():
-        setattr(cls, name + "_", attribute(name, step, key))
+        setattr(cls, name + "_", held("fitted_", name, step, key))
     return cls
 
 
