@@ -81,3 +81,46 @@ def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the
     assert f"{UNPROVEN_SHARE:.0%} of the budget" in entry["reason"] and trained == []
     climb.run(Rung("enc", "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="linear", name="linear head"))
     assert trained == ["encoder"]        # never tried, so unproven too, but under a tenth of the budget
+
+
+def test_a_cheap_rung_that_never_came_near_on_data_of_this_shape_is_not_tried_after_enough_runs():
+    frozen = "encoder · encoder-mlp · frozen head"
+    table = {"runs": ["x"], "families": {frozen: {shape(16000, 6, False): {"ran": 42, "within": 0, "won": 0},
+                                                  shape(3000, 2, False): {"ran": 4, "within": 0, "won": 0}}}}
+    why = Prior(table, 16000, 6, False).dropped(frozen)
+    assert why and "in none of the 42 earlier runs on data of this shape" in why
+    assert Prior(table, 3000, 2, False).dropped(frozen) is None          # 4 runs say too little: capped, not dropped
+    assert Prior(table, 16000, 151, False).dropped(frozen) is None       # no run of this shape: capped at most
+    table["families"][frozen][shape(16000, 6, False)]["within"] = 1
+    assert Prior(table, 16000, 6, False).dropped(frozen) is None         # near once: it may run
+    assert Prior({"families": {}, "runs": []}, 16000, 6, False).dropped(frozen) is None
+
+
+def test_arms_are_ordered_by_how_often_their_family_won_with_few_runs_counting_for_little():
+    full, partial, sim = ("encoder · encoder-mlp · full", "encoder · encoder-mlp · partial-cached",
+                          "encoder · similarity · full")
+    where = shape(16000, 6, False)
+    table = {"runs": ["x"], "families": {full: {where: {"ran": 7, "within": 6, "won": 6}},
+                                         partial: {where: {"ran": 18, "within": 8, "won": 7}},
+                                         sim: {where: {"ran": 1, "within": 1, "won": 1}}}}
+    prior = Prior(table, 16000, 6, False)
+    assert prior.arm_order(full) < prior.arm_order(partial) < prior.arm_order("encoder · cross-encoder · full") == 0
+    assert prior.arm_order(full) < prior.arm_order(sim) < 0     # 1 win in 1 run outranks no evidence, not 6 in 7
+    assert prior.arm_evidence(full) == "won 6 of 7 earlier runs on data of this shape"
+
+
+def test_a_dropped_cheap_rung_is_not_even_timed(monkeypatch):
+    from headswap.auto.budget import Budget
+    from headswap.auto.climb import Climb
+    from headswap.auto.ladder import Costs, Rung
+
+    table = {"runs": ["x"], "families": {"encoder · encoder-mlp · frozen head": {
+        shape(16000, 6, False): {"ran": 42, "within": 0, "won": 0}}}}
+    climb = Climb({}, None, None, Costs(16000, 1600, 0, 16), Budget(900.0, lambda: 100.0), lambda m: None, None,
+                  {"validation_macro_f1": 0.5})
+    climb.prior = Prior(table, 16000, 6, False)
+    probed = []
+    monkeypatch.setattr(Climb, "probe", lambda self, rung, entry, most=None: probed.append(rung) or False)
+    climb.run_all([Rung("enc", "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="linear",
+                        name="logistic head")])
+    assert probed == [] and climb.entries[-1]["status"] == "skipped" and "not tried" in climb.entries[-1]["reason"]

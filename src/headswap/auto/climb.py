@@ -132,7 +132,9 @@ class Climb:
         ready = []
         for rung in cheap:
             entry = entry_for(rung)
-            if self.spare() > 0 and self.probe(rung, entry):
+            if self._dropped(rung, entry):
+                self.entries.append(entry)
+            elif self.spare() > 0 and self.probe(rung, entry):
                 ready.append((self.costs.estimate(rung), rung))
             else:
                 self.entries.append(entry)
@@ -160,9 +162,21 @@ class Climb:
         from headswap.auto.prior import family
         return self.prior.order(family(rung.kind, rung.strategy, rung.name, rung.regime))
 
+    def _dropped(self, rung: Rung, entry: dict) -> bool:
+        """Skip a cheap rung the prior drops (Prior.dropped) before it is timed: its probe loads and encodes too."""
+        if self.prior is None or not (rung.regime == "head-only" or rung.tier == "static"):
+            return False
+        from headswap.auto.prior import family
+        why = self.prior.dropped(family(rung.kind, rung.strategy, rung.name, rung.regime))
+        if why:
+            self.skip(entry, why)
+        return why is not None
+
     def run(self, rung: Rung) -> None:
         entry = entry_for(rung)
         self.entries.append(entry)
+        if self._dropped(rung, entry):
+            return
         if self.spare() <= 0:
             return self.skip(entry, "the budget was spent before this rung")
         if not self.probe(rung, entry):

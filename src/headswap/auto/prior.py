@@ -11,12 +11,19 @@ auto reads it before the cheap rungs: a rung whose family never came within a po
 tried, is "unproven", and takes at most UNPROVEN_SHARE of the budget before the arms start (SmolLM2's frozen head on
 an English intent set took 31% of 15 minutes for 0.68 where MiniLM's read 0.949); proven rungs run first. A family
 is judged on the most specific data it has runs of: this shape, then its size and classes, then any. With no table,
-today's order and no cap. Imports no torch.
+today's order and no cap.
+
+Two more uses of the same table: a cheap rung whose family ran DROP_AFTER times or more on data of this very shape
+and never came within a point is not tried at all (MiniLM's frozen heads on emotion: 0 of 42 runs, a minute of 15
+spent each time on a head 20 points under the winner); and the fine-tuning arms are admitted in the order of how
+often their family won on this data (arm_order: full fine-tuning won 6 of 7 runs on emotion, the cached partial 7
+of 18, and with the cached partial first, full fine-tuning never got its first epoch). Imports no torch.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from importlib.resources import files
 from pathlib import Path
 
@@ -24,6 +31,9 @@ from headswap.reports.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
 UNPROVEN_SHARE = 0.10      # of the budget: the most an unproven cheap rung may take before the arms start
+# Runs on data of this shape after which a cheap rung that never came within a point is not tried: fewer say little
+# (a family near-tied on 4 of 6 runs of one shape would have looked hopeless after its first 2).
+DROP_AFTER = 5
 TABLE = "prior.json"
 
 
@@ -107,18 +117,23 @@ class Prior:
                 ("data of this size and classes", lambda w: w.split(" · out-of-scope")[0] == bare),
                 ("any data", lambda w: True))
 
+    def _cells(self, key: str) -> tuple[int, str, list[dict]]:
+        """(level, what data it is, the family's cells there) at the most specific level it has runs of."""
+        cells = self.families.get(key, {})
+        for level, (said, match) in enumerate(self._levels()):
+            here = [c for w, c in cells.items() if match(w)]
+            if here:
+                return level, said, here
+        return 2, "any data", []
+
     def evidence(self, key: str) -> tuple[int, int, str]:
         """(runs that prove it, runs it ran in, on what data), on the most specific data this family has runs of:
         on data of this shape, or of its size and classes, a run proves it when it came within a point of the
         winner; on other data only when it won (within a point of 1.0 on an easy set, where everything is, says
         nothing of a hard one)."""
-        cells = self.families.get(key, {})
-        for level, (said, match) in enumerate(self._levels()):
-            here = [c for w, c in cells.items() if match(w)]
-            if here:
-                proof = "won" if level == 2 else "within"
-                return sum(c[proof] for c in here), sum(c["ran"] for c in here), said
-        return 0, 0, "any data"
+        level, said, here = self._cells(key)
+        proof = "won" if level == 2 else "within"
+        return sum(c[proof] for c in here), sum(c["ran"] for c in here), said
 
     def proven(self, key: str) -> bool:
         """Came near the winner before (evidence()); with no table at all, every rung is (today's rules)."""
@@ -128,6 +143,35 @@ class Prior:
         """Sort key: proven families first, the most often near the winner before the rest."""
         within = self.evidence(key)[0]
         return (within == 0, -within)
+
+    def dropped(self, key: str) -> str | None:
+        """Why a cheap rung is not tried at all: its family ran DROP_AFTER times or more on data of this shape and
+        never came within a point of the winner; None when it may run."""
+        if not self.families:
+            return None
+        near, ran, said = self.evidence(key)
+        if said != "data of this shape" or ran < DROP_AFTER or near:
+            return None
+        return (f"prior: in none of the {ran} earlier runs on {said} did it come within {WITHIN * 100:g} point of the "
+                f"winner, so it is not tried")
+
+    def arm_order(self, key: str) -> float:
+        """Sort key for a fine-tuning arm: minus the lower bound of how often its family won on the most specific
+        data it has runs of (Wilson's score interval at one standard error, so 1 win in 1 run does not outrank 6 in
+        7); a family no run tried gets 0, and keeps the ladder's place among those."""
+        _, _, here = self._cells(key)
+        won, ran = sum(c["won"] for c in here), sum(c["ran"] for c in here)
+        if not ran:
+            return 0.0
+        p, z2 = won / ran, 1.0
+        low = (p + z2 / (2 * ran) - math.sqrt(z2 * p * (1 - p) / ran + z2 * z2 / (4 * ran * ran))) / (1 + z2 / ran)
+        return -max(low, 0.0)
+
+    def arm_evidence(self, key: str) -> str:
+        """'won 6 of 7 earlier runs on data of this shape', for the log."""
+        _, said, here = self._cells(key)
+        won, ran = sum(c["won"] for c in here), sum(c["ran"] for c in here)
+        return f"won {won} of {ran} earlier runs on {said}" if ran else "no earlier run tried it"
 
     def why_unproven(self, key: str, share_seconds: float) -> str:
         _, ran, said = self.evidence(key)
