@@ -210,6 +210,29 @@ def test_arms_come_in_the_prior_s_order_rungs_before_their_learning_rate_variant
     assert [(r.strategy, r.regime) for r, t, _ in plans if not t][:2] == [("encoder-mlp", "partial"), ("encoder-mlp", "full")]
 
 
+def test_the_room_kept_to_ship_the_winner_is_not_set_by_an_arm_over_the_cap():
+    """An arm whose least slice is over a third of the budget never runs beside others (policy.Halving), so its
+    dear shipping (a causal LM's 150 s against an encoder's 30 s) must not shrink what the others share; where
+    no arm's least slice is under the cap, the cheapest runs alone and its reserve is kept."""
+    from headswap.auto.compete import _reserve
+
+    class Dear(Costs):
+        def epoch_seconds(self, rung):        # least slice: 5 s loading + a quarter epoch
+            return 2000.0 if rung.kind == "causal" else 100.0
+
+        def reserve(self, rung):
+            return 150.0 if rung.kind == "causal" else 30.0
+
+    climb = climb_for(Clock())
+    climb.costs = Dear()
+    enc, lm = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("lm", "causal", "slm-logits", "lora", 1)
+    assert _reserve(climb, [(enc, {}, {}), (lm, {}, {})]) == 30.0
+    assert _reserve(climb, [(lm, {}, {})]) == 150.0          # alone over the cap: it may run, so it is shipped
+    climb.arm_slots = 2                                       # two at once: the cap is of slot-seconds
+    climb.costs.epoch_seconds = lambda rung: 1000.0
+    assert _reserve(climb, [(enc, {}, {}), (lm, {}, {})]) == 150.0
+
+
 def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran():
     """Every fine-tuning arm too dear to time (a slow machine): the report still names each and why, rather than
     dropping the section."""

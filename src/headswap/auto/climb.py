@@ -63,6 +63,7 @@ class Climb:
         self.heads: dict[tuple[str, str], list] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
         self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
+        self.arm_slots = 1    # fine-tuning arms that train at once (set by compete.prepare)
 
     # ---- one rung -----------------------------------------------------------------------------------
     def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
