@@ -22,7 +22,7 @@ class Clock:
 
 class Costs:
     """What compete asks of auto's cost model: an epoch takes 100 s, loading 5 s, validation is free."""
-    n_train, n_validation, factor = 1600, 0, {}
+    n_train, n_validation, factor = 1600, 2000, {}
 
     def epoch_seconds(self, rung):
         return 100.0
@@ -129,6 +129,25 @@ def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_sh
     compete(climb, ([(rung, {}, plain), (rung, {"body_lr": 1e-4}, tuned)], [plain, tuned]), clock=clock,
             folder="unused", runner=runner)
     assert climb.best_entry is tuned and climb.best.score == 0.740
+
+
+def test_the_margin_a_learning_rate_variant_must_clear_grows_on_fewer_validation_texts():
+    """Half a point on 2,000 texts, a point on 500: on 451 the same lead (0.6 points) does not ship the variant."""
+    from headswap.auto.compete import LR_MARGIN, lr_margin
+
+    assert lr_margin(2000) == pytest.approx(LR_MARGIN) and lr_margin(500) == pytest.approx(2 * LR_MARGIN)
+    for n, variant_ships in ((2000, True), (451, False)):
+        clock = Clock()
+        rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+        plain = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+        tuned = {**plain, "tuned": {"body_lr": 1e-4}}
+        runner = Runner(clock, {"enc · encoder-mlp · full": [0.700] * 10,
+                                "enc · encoder-mlp · full · body_lr 0.0001": [0.706] * 10})
+        climb = climb_for(clock)
+        climb.costs.n_validation = n
+        compete(climb, ([(rung, {}, plain), (rung, {"body_lr": 1e-4}, tuned)], [plain, tuned]), clock=clock,
+                folder="unused", runner=runner)
+        assert (climb.best_entry is tuned) == variant_ships
 
 
 def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_rungs():
