@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-$PWD/../shared/data}
-RESULTS=benchmarks/results/auto_policy
+RESULTS=${RESULTS:-benchmarks/results/auto_policy}
 mkdir -p "$RESULTS" /tmp/auto-runs/clinc150 /tmp/auto-runs/germeval2018
 for d in clinc150 germeval2018; do
     ln -sf "$DATA/$d/train.csv" /tmp/auto-runs/$d/train.csv

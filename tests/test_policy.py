@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from headswap.auto.policy import CAP, Arm, Halving
+from headswap.auto.policy import CAP, GRACE_EPOCHS, Arm, Halving
 
 
 class Clock:
@@ -231,9 +231,15 @@ def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
         return [Arm("cached", 60.0, 10.0, once_seconds=once, group="g"),
                 Arm("cached lr", 60.0, 10.0, once_seconds=once, group="g"), Arm("full", 200.0, 10.0)]
     # 1100 s over 2 rounds and the leader: a first round of 367 s trains all three an epoch without the one-off
-    # pass (30 s of overheads and 320 s of epochs), not with it counted twice (90 s and 320 s)
+    # pass (30 s of overheads and 320 s of epochs), not with it (60 s and 320 s)
     assert Halving(three(0.0), 1100.0, Clock()).queue == ["cached", "cached lr", "full"]
     assert Halving(three(30.0), 1100.0, Clock()).queue == ["cached", "cached lr"]
+    # the pass is counted once for the group: 350 s over one round and the leader trains both an epoch (20 s of
+    # overheads, 30 s of pass, 120 s of epochs in 175 s), where counting it for each (200 s) would not
+    assert Halving(three(30.0)[:2], 350.0, Clock()).queue == ["cached", "cached lr"]
+    # a learning-rate variant whose rung does not run plans the pass in its own first slice
+    alone = Halving([Arm("cached lr", 60.0, 10.0, once_seconds=30.0, group="g")], 200.0, Clock())
+    assert alone.ask()[0].seconds >= 10.0 + 30.0 + GRACE_EPOCHS * 60.0
     clock = Clock()
     group = three(30.0)
     policy = Halving(group, 1000.0, clock)

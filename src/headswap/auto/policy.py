@@ -215,7 +215,11 @@ class Halving:
         n = len(arms)
         rounds = math.ceil(math.log(n, ETA) - 1e-9) if n > 1 else 0
         room = left / (rounds + 1) * min(self.parallel, n)
-        fixed = sum(a.overhead_seconds + a.once_seconds for a in arms)
+        once: dict = {}     # a group's one-off pass is paid once, by whichever of its arms runs first
+        for a in arms:
+            key = a.group if a.group is not None else id(a)
+            once[key] = max(once.get(key, 0.0), a.once_seconds)
+        fixed = sum(a.overhead_seconds for a in arms) + sum(once.values())
         per_epoch = sum(a.epoch_seconds for a in arms)
         epochs = (room - fixed) / per_epoch if per_epoch > 0 else math.inf
         return epochs if epochs >= least * (1 - 1e-9) else None
