@@ -160,15 +160,15 @@ class Climb:
         """The prior's order: rungs whose family came near the winner before go first (none: today's order)."""
         if self.prior is None:
             return ()
-        from headswap.auto.prior import family
-        return self.prior.order(family(rung.kind, rung.strategy, rung.name, rung.regime))
+        from headswap.auto.prior import rung_family
+        return self.prior.order(rung_family(rung))
 
     def _dropped(self, rung: Rung, entry: dict) -> bool:
         """Skip a cheap rung the prior drops (Prior.dropped) before it is timed: its probe loads and encodes too."""
         if self.prior is None or not (rung.regime == "head-only" or rung.tier == "static"):
             return False
-        from headswap.auto.prior import family
-        why = self.prior.dropped(family(rung.kind, rung.strategy, rung.name, rung.regime))
+        from headswap.auto.prior import rung_family
+        why = self.prior.dropped(rung_family(rung))
         if why:
             self.skip(entry, why)
         return why is not None
@@ -197,8 +197,8 @@ class Climb:
                                     f"can spare beside their cheapest first slice")
         most = room      # what the rung may train for: a rung the prior never saw pay, a tenth of the budget
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
-            from headswap.auto.prior import UNPROVEN_SHARE, family
-            key = family(rung.kind, rung.strategy, rung.name, rung.regime)
+            from headswap.auto.prior import UNPROVEN_SHARE, rung_family
+            key = rung_family(rung)
             if not self.prior.proven(key):
                 most = min(room, UNPROVEN_SHARE * self.budget.seconds)
                 if est > most:

@@ -108,24 +108,14 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     # (the prior; a stable sort: the ladder's order otherwise): on emotion the cached partial came first, and the
     # budget that trains two arms to an epoch each before judging them had no room beside it for full fine-tuning's
     # 5-minute epoch, the family that won 6 of the 7 earlier runs there.
+    from headswap.auto.prior import rung_family
     prior = getattr(climb, "prior", None)
-    rank = {id(entry): _prior_rank(prior, rung) for rung, _, entry in plans}
+    rank = {id(entry): prior.arm_order(rung_family(rung)) if prior is not None else 0.0 for rung, _, entry in plans}
     plans.sort(key=lambda plan: (plan[0].model in climb.misfit, bool(plan[1]), rank[id(plan[2])]))
-    if prior is not None and len({rank[id(e)] for _, _, e in plans}) > 1:
-        from headswap.auto.prior import family
-        firsts = [(rung, e) for rung, tuned, e in plans if not tuned]
+    if prior is not None and len(set(rank.values())) > 1:
         climb.log("  arms in the prior's order: " + "; ".join(
-            f"{label(e)} ({prior.arm_evidence(family(rung.kind, rung.strategy, rung.name, rung.regime))})"
-            for rung, e in firsts))
+            f"{label(e)} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
     return plans, entries
-
-
-def _prior_rank(prior, rung) -> float:
-    """The prior's sort key for an arm (Prior.arm_order); 0 with no prior."""
-    if prior is None:
-        return 0.0
-    from headswap.auto.prior import family
-    return prior.arm_order(family(rung.kind, rung.strategy, rung.name, rung.regime))
 
 
 def _probe_limit(climb, rung) -> float:
@@ -166,8 +156,10 @@ def _reserve(climb, plans: list) -> float:
     fits = [(_least_slice(c, rung), c.reserve(rung)) for rung, _, _ in plans]
     fits = [(least, reserve) for least, reserve in fits if least + reserve <= left]
     under = [reserve for least, reserve in fits if least <= cap]
-    if under or fits:
-        return max(under or [min(fits)[1]])
+    if under:
+        return max(under)
+    if fits:
+        return min(fits)[1]       # the cheapest least slice: the arm that runs alone
     return min(c.reserve(r) for r, _, _ in plans)
 
 

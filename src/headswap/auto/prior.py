@@ -43,6 +43,11 @@ def family(kind: str, strategy: str, rung: str | None, regime: str) -> str:
     return f"{kind} · {strategy} · {'frozen head' if regime == 'head-only' else rung or regime}"
 
 
+def rung_family(rung) -> str:
+    """family() of one of auto's ladder rungs (headswap.auto.ladder.Rung)."""
+    return family(rung.kind, rung.strategy, rung.name, rung.regime)
+
+
 def shape(n_train: int, n_classes: int, out_of_scope: bool) -> str:
     """A coarse bucket of the data: training texts by decade, classes (2, up to 20, more), out-of-scope or not."""
     size = "under 1k" if n_train < 1000 else "1k-10k" if n_train < 10000 else "10k+"
@@ -159,8 +164,7 @@ class Prior:
         """Sort key for a fine-tuning arm: minus the lower bound of how often its family won on the most specific
         data it has runs of (Wilson's score interval at one standard error, so 1 win in 1 run does not outrank 6 in
         7); a family no run tried gets 0, and keeps the ladder's place among those."""
-        _, _, here = self._cells(key)
-        won, ran = sum(c["won"] for c in here), sum(c["ran"] for c in here)
+        won, ran, _ = self._wins(key)
         if not ran:
             return 0.0
         p, z2 = won / ran, 1.0
@@ -169,9 +173,13 @@ class Prior:
 
     def arm_evidence(self, key: str) -> str:
         """'won 6 of 7 earlier runs on data of this shape', for the log."""
-        _, said, here = self._cells(key)
-        won, ran = sum(c["won"] for c in here), sum(c["ran"] for c in here)
+        won, ran, said = self._wins(key)
         return f"won {won} of {ran} earlier runs on {said}" if ran else "no earlier run tried it"
+
+    def _wins(self, key: str) -> tuple[int, int, str]:
+        """(runs it won, runs it ran in, on what data) at the most specific level it has runs of."""
+        _, said, here = self._cells(key)
+        return sum(c["won"] for c in here), sum(c["ran"] for c in here), said
 
     def why_unproven(self, key: str, share_seconds: float) -> str:
         _, ran, said = self.evidence(key)
