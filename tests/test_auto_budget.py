@@ -243,7 +243,7 @@ def test_out_of_scope_with_validation_texts_warns_of_nothing_and_reports_its_fig
     # the blend step says why it did not run (before, no row and no reason)
     blend = [c for c in results["auto"]["candidates"] if c.get("tier") == "blend"]
     assert len(blend) == 1 and blend[0]["status"] == "skipped" and "out-of-scope label" in blend[0]["reason"]
-    assert any(line.startswith("  blend with TF-IDF not tried: a winner with an out-of-scope label") for line in logs)
+    assert any(line.startswith("  blend not tried: a winner with an out-of-scope label") for line in logs)
     assert "reject threshold was tuned on its own probabilities" in md
 
 

@@ -1,5 +1,5 @@
-"""A model blended with the TF-IDF baseline: the weight picked on validation, the folder that reloads exactly, and
-auto shipping it only when validation says it pays."""
+"""Classifiers blended: the members and weights greedy ensemble selection picks on validation (kept only when held-out
+folds agree), the folder that reloads exactly, and auto shipping a blend only when validation says it pays."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import headswap.auto.climb
 import headswap.baseline.blend
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
-from headswap.baseline.blend import Blend, choose_weight, fit_blend
+from headswap.baseline.blend import Blend, select
 from headswap.cli.parser import main
 from headswap.errors import HeadswapError
 from headswap.baseline.tfidf import TfidfClassifier
@@ -41,28 +41,44 @@ def synthetic(n=300, seed=0):
 def test_the_model_alone_wins_a_tie():
     model, tfidf, y = synthetic()
     model = np.eye(2)[y] * 0.8 + 0.1          # every text right
-    w, scores, out_of_fold = choose_weight(model, tfidf, y, LABELS)
-    assert w == 0.0 and scores[0.0] == 1.0 and out_of_fold is None
+    chosen = select([model, tfidf], y, LABELS)
+    assert chosen.counts == [1, 0] and chosen.score == 1.0 and not chosen.kept and chosen.out_of_fold is None
 
 
 def test_a_share_of_tfidf_that_fixes_the_models_unsure_mistakes_is_found():
     model, tfidf, y = synthetic()
-    w, scores, out_of_fold = choose_weight(model, tfidf, y, LABELS)
-    assert 0 < w < 1 and scores[w] > scores[0.0] + 0.1 and out_of_fold > scores[0.0]
-    assert scores[max(scores)] < scores[w]          # better than mostly TF-IDF too
+    chosen = select([model, tfidf], y, LABELS)
+    alone = select([model], y, LABELS).score
+    assert chosen.kept and 0 < chosen.weights[1] < 1 and chosen.score > alone + 0.1
+    assert chosen.out_of_fold > chosen.alone_out_of_fold
 
 
-def test_a_weight_that_wins_only_on_the_validation_noise_is_not_kept():
-    # a model wrong on a fifth of 120 texts, and a TF-IDF model that knows nothing: random probabilities
-    rng = np.random.default_rng(5)
+def test_a_blend_that_wins_only_on_the_validation_noise_is_not_kept():
+    # a model wrong on a fifth of 120 texts, and a TF-IDF model that knows nothing: random probabilities (a draw
+    # where some share of them happens to score higher on all 120)
+    rng = np.random.default_rng(12)
     y = rng.integers(0, 2, 120)
     p_right = np.where(rng.random(120) < 0.2, rng.uniform(0.05, 0.35, 120), rng.uniform(0.65, 0.95, 120))
     t = rng.uniform(0, 1, 120)
     model, tfidf = np.column_stack([p_right, 1 - p_right]), np.column_stack([t, 1 - t])
     model = np.where((y == 0)[:, None], model, model[:, ::-1])
-    w, scores, out_of_fold = choose_weight(model, tfidf, y, LABELS)
-    assert max(scores.values()) > scores[0.0]         # on validation as a whole, some weight would blend
-    assert w == 0.0 and out_of_fold <= scores[0.0]
+    chosen = select([model, tfidf], y, LABELS)
+    assert chosen.counts[1] > 0 and chosen.score > select([model], y, LABELS).score    # on all of validation it blends
+    assert not chosen.kept and chosen.out_of_fold <= chosen.alone_out_of_fold
+
+
+def test_selection_takes_three_members_at_most_and_scores_macro_f1_as_the_loop_does():
+    from headswap.train.loop import score_logits
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 4, 400)
+    truth = np.eye(4)[y]
+    # five noisy views of the truth, each wrong in its own places: every one adds something to a blend
+    views = [0.45 * truth + rng.dirichlet(np.ones(4), 400) for _ in range(5)]
+    chosen = select(views, y, list("abcd"))
+    assert sum(c > 0 for c in chosen.counts) == 3 and sum(chosen.counts) <= 25
+    mixed = sum(w * v for w, v in zip(chosen.weights, views))
+    assert chosen.score == pytest.approx(score_logits(np.log(mixed), y, list("abcd")).score("macro_f1"))
+    assert select(views, y, list("abcd"), most=1).counts.count(0) == 4
 
 
 @pytest.fixture(scope="module")
@@ -78,40 +94,63 @@ def members(tmp_path_factory):
 
 def test_a_blend_reloads_and_predicts_what_it_predicted(members):
     root, model, tfidf = members
-    blend = Blend(model, tfidf, 0.3)
+    blend = Blend([(model, 0.7), (tfidf, 0.3)])
     texts = ["win a prize now", "see you at home", "call me", "urgent claim"]
     expected = 0.7 * model.predict_proba(texts) + 0.3 * tfidf.predict_proba(texts)
     np.testing.assert_allclose(blend.predict_proba(texts), expected, atol=1e-6)
     blend.save(root / "saved")
     again = load_model(root / "saved", progress=False)
-    assert isinstance(again, Blend) and again.weight == 0.3 and again.labels_ == model.labels_
+    assert isinstance(again, Blend) and again.weights == pytest.approx([0.7, 0.3]) and again.labels_ == model.labels_
     np.testing.assert_allclose(again.predict_proba(texts), expected, atol=1e-6)
     m = again.evaluate(texts, ["spam", "ham", "ham", "spam"])
-    assert m.extra["strategy"] == "encoder-mlp + tfidf-logreg" and m.extra["blend_weight"] == 0.3
+    assert m.extra["strategy"] == "encoder-mlp + tfidf-logreg" and m.extra["blend_weights"] == pytest.approx([0.7, 0.3])
     assert m.extra["total_params"] > tfidf.model_.coef_.size
 
 
 def test_predict_and_export_read_a_blend_folder(members, capsys):
     root, model, tfidf = members
-    Blend(model, tfidf, 0.5).save(root / "cli")
+    Blend([(model, 0.5), (tfidf, 0.5)]).save(root / "cli")
     assert main(["predict", "--model-dir", str(root / "cli"), "win cash now", "-q"]) == 0
     assert capsys.readouterr().out.strip()
     assert main(["export", "--model-dir", str(root / "cli"), "--out", str(root / "onnx")]) == 2
-    assert "members/model" in capsys.readouterr().err
+    assert "export its neural members one by one" in capsys.readouterr().err
+
+
+def test_a_blend_of_several_models_reloads_and_an_earlier_two_member_folder_still_loads(members, tmp_path):
+    root, model, tfidf = members
+    texts = ["win a prize now", "see you at home", "call me"]
+    other = TextClassifier.load(model.save(tmp_path / "again"), progress=False)
+    blend = Blend([(model, 2), (other, 1), (tfidf, 1)])
+    assert blend.weights == [0.5, 0.25, 0.25] and blend.strategy == "encoder-mlp + tfidf-logreg"
+    again = load_model(blend.save(tmp_path / "three"), progress=False)
+    np.testing.assert_allclose(again.predict_proba(texts), blend.predict_proba(texts), atol=1e-6)
+    # the layout earlier versions wrote: {"weight": w, "members": {"model": ..., "tfidf": ...}}
+    old = tmp_path / "old"
+    Blend([(model, 0.6), (tfidf, 0.4)]).save(old)
+    (old / "members" / "0").rename(old / "members" / "model")
+    (old / "members" / "1").rename(old / "members" / "tfidf")
+    config = json.loads((old / "headswap_config.json").read_text())
+    config.update(weight=0.4, members={"model": "members/model", "tfidf": "members/tfidf"})
+    (old / "headswap_config.json").write_text(json.dumps(config))
+    expected = 0.6 * model.predict_proba(texts) + 0.4 * tfidf.predict_proba(texts)
+    np.testing.assert_allclose(load_model(old, progress=False).predict_proba(texts), expected, atol=1e-6)
 
 
 def test_a_damaged_blend_folder_is_one_clear_error(members):
     root, model, tfidf = members
-    Blend(model, tfidf, 0.5).save(root / "bad")
+    Blend([(model, 0.5), (tfidf, 0.5)]).save(root / "bad")
     config = root / "bad" / "headswap_config.json"
-    good = config.read_text()
-    config.write_text(json.dumps({**json.loads(good), "weight": 1.5}))
-    with pytest.raises(HeadswapError, match="weight must be a number between 0 and 1"):
+    good = json.loads(config.read_text())
+    config.write_text(json.dumps({**good, "members": [good["members"][0], {**good["members"][1], "weight": 1.5}]}))
+    with pytest.raises(HeadswapError, match="weight must be a number above 0 and at most 1"):
         load_model(root / "bad")
-    config.write_text(good)
+    config.write_text(json.dumps({**good, "members": [good["members"][0], {"folder": "../elsewhere", "weight": 0.5}]}))
+    with pytest.raises(HeadswapError, match="must be under members/"):
+        load_model(root / "bad")
+    config.write_text(json.dumps(good))
     import shutil
-    shutil.rmtree(root / "bad" / "members" / "tfidf")
-    with pytest.raises(HeadswapError, match="members/tfidf is missing"):
+    shutil.rmtree(root / "bad" / "members" / "1")
+    with pytest.raises(HeadswapError, match="members/1 is missing"):
         load_model(root / "bad")
 
 
@@ -119,11 +158,13 @@ def test_members_must_agree_on_labels(members):
     _, model, _ = members
     other = TfidfClassifier().fit(["x y", "y z", "z x"], ["ham", "eggs", "eggs"])
     with pytest.raises(HeadswapError, match="same labels"):
-        Blend(model, other, 0.5)
-    with pytest.raises(HeadswapError, match="between 0 and 1"):
-        Blend(model, members[2], 0.0)
-    blend, scores, _ = fit_blend(model, members[2], ["win cash now 1", "see you at noon 2"], ["spam", "ham"])
-    assert blend is None and set(scores) == set(headswap.baseline.blend.WEIGHTS)      # two texts: too few to check a weight
+        Blend([(model, 0.5), (other, 0.5)])
+    with pytest.raises(HeadswapError, match="weight is a number above 0"):
+        Blend([(model, 1.0), (members[2], 0.0)])
+    with pytest.raises(HeadswapError, match="two members or more"):
+        Blend([(model, 1.0)])
+    y = np.array([0, 1])       # two texts: too few to check a blend out of fold
+    assert select([np.array([[0.6, 0.4], [0.6, 0.4]]), np.array([[0.2, 0.8], [0.3, 0.7]])], y, LABELS).out_of_fold is None
 
 
 def test_numeric_labels_are_blended_column_by_column(members):
@@ -135,7 +176,7 @@ def test_numeric_labels_are_blended_column_by_column(members):
     model = TextClassifier(model=str(enc), strategy="encoder-mlp", epochs=1, progress=False).fit(texts, labels)
     tfidf = TfidfClassifier().fit(texts, labels)
     assert [str(v) for v in model.labels_] != [str(v) for v in tfidf.labels_]      # the orders differ
-    blend = Blend(model, tfidf, 0.5)
+    blend = Blend([(model, 0.5), (tfidf, 0.5)])
     order = [list(map(str, tfidf.labels_)).index(str(lab)) for lab in model.labels_]
     expected = 0.5 * model.predict_proba(texts) + 0.5 * tfidf.predict_proba(texts)[:, order]
     np.testing.assert_allclose(blend.predict_proba(texts), expected, atol=1e-6)
@@ -148,18 +189,24 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     real = headswap.auto.climb.validation_f1
     monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
 
-    def prefer_a_blend(p_model, p_tfidf, y, labels, metric="macro_f1"):
-        return 0.4, {w: (0.95 if w == 0.4 else 0.9) for w in headswap.baseline.blend.WEIGHTS}, 0.93
+    offered = []
 
-    monkeypatch.setattr(headswap.baseline.blend, "choose_weight", prefer_a_blend)
+    def prefer_a_blend(probas, y, labels, metric="macro_f1"):       # the best candidate 0.6, TF-IDF 0.4
+        offered.append(len(probas))
+        return headswap.baseline.blend.Selection([3] + [0] * (len(probas) - 2) + [2], 0.95, 0.93, 0.9)
+
+    monkeypatch.setattr(headswap.baseline.blend, "select", prefer_a_blend)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "blend", progress=False,
                    log=lambda _: None, more_epochs=False, lr_search=False)
     a = results["auto"]
     assert a["winner"]["strategy"] == "encoder-mlp + tfidf-logreg" and a["winner"]["validation_macro_f1"] == 0.95
     assert a["candidates"][-1]["tier"] == "blend" and a["candidates"][-1]["winner"]
-    assert a["exported"] is True and (root / "blend" / "model" / "members" / "model" / "model.onnx").is_file()
+    assert offered[0] >= 3      # the best, another kept candidate (the frozen heads), TF-IDF
+    assert [m["weight"] for m in a["candidates"][-1]["members"]] == pytest.approx([0.6, 0.4])
+    assert a["exported"] is True and (root / "blend" / "model" / "members" / "0" / "model.onnx").is_file()
     shipped = load_model(root / "blend" / "model", progress=False)
-    assert isinstance(shipped, Blend) and shipped.weight == 0.4 and shipped.model_.runtime_ == "onnx"
+    assert isinstance(shipped, Blend) and shipped.weights == pytest.approx([0.6, 0.4])
+    assert shipped.model_.runtime_ == "onnx"
     test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
     row = next(r for r in results["rows"] if r["winner"])
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])

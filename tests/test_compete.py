@@ -68,7 +68,8 @@ class Runner:
         self.clock.now += took
         score = self.scores[name].pop(0)
         clf = types.SimpleNamespace(slice=len(self.started), score=score, set_params=lambda **kw: None)
-        result = {"points": [(took, score)], "history_length": seen + 1, "finished": False}
+        result = {"points": [(took, score)], "history_length": seen + 1, "finished": False,
+                  "validation_proba": f"probabilities of slice {len(self.started)}"}
         before = self.best.get(name)
         result["better"] = self.better[name].pop(0) if name in self.better else before is None or score > before
         self.best[name] = score if before is None else max(before, score)
@@ -87,9 +88,11 @@ class Runner:
 
 def climb_for(clock, budget=900.0):
     baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
+    kept = []      # what the arms offered the blend (Climb.keep): (arm, slice, probabilities)
     return types.SimpleNamespace(
         costs=Costs(), budget=Budget(budget, clock, 0.0), settings={}, entries=[], best=None, best_entry=baseline,
-        heads={}, log=lambda msg: None, train=None, validation=None, misfit=set())
+        heads={}, log=lambda msg: None, train=None, validation=None, misfit=set(), kept=kept,
+        keep=lambda entry, model, proba: kept.append((entry["rung"], model.slice, proba)))
 
 
 def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
@@ -103,6 +106,8 @@ def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
     assert len(runner.started) >= 3
     assert climb.best_entry is entry and entry["validation_macro_f1"] == 0.8
     assert climb.best.score == 0.8 and climb.best.slice == 3      # the slice that reached 0.8, not the first
+    # each slice that improved the arm is offered to the blend with its validation probabilities, and no other
+    assert climb.kept == [("full", k, f"probabilities of slice {k}") for k in (1, 2, 3)]
 
 
 def test_a_leader_whose_score_saturates_ships_the_slice_that_ties_it_at_a_lower_validation_loss():

@@ -159,7 +159,7 @@ def test_a_blend_folder_is_served_as_it_predicts(clf, tmp_path):
     from headswap.classifier.estimator import load_model
     from headswap.baseline.blend import Blend
     from headswap.baseline.tfidf import TfidfClassifier
-    folder = Blend(clf, TfidfClassifier().fit(X, Y), 0.4).save(tmp_path / "blend")
+    folder = Blend([(clf, 0.6), (TfidfClassifier().fit(X, Y), 0.4)]).save(tmp_path / "blend")
     texts = ["urgent you have won", "see you at noon", "call me later"]
     with _Server(create_app(folder, **LIMITS)) as s, client(s.url) as c:
         r = c.post("/predict", json={"texts": texts})

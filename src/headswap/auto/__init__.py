@@ -7,7 +7,7 @@ The flow is headswap.auto.main.auto(); what it reads and writes is spread as it 
 - prior: which rungs won before on data of this shape (a table rebuilt from the project's runs);
 - policy: successive halving of the fine-tuning arms at equal training progress (ask/tell);
 - compete: the arms' glue between the policy and a runner (runners: in this process, or on a Ray cluster);
-- ship: the winner blended with TF-IDF where validation prefers it, saved and exported;
+- ship: the winner, or a blend of the best candidates and TF-IDF where validation prefers it, saved and exported;
 - report: results.md; estimator: AutoClassifier, auto() as a scikit-learn estimator.
 """
 

@@ -17,6 +17,9 @@ from headswap.auto.budget import Budget
 from headswap.reports.report_text import duration
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 
+# Candidates kept for the blend (headswap.auto.ship.blend_winner): the best on validation, each a model in memory
+# (or an arm's bytes) with its validation probabilities.
+POOL = 5
 
 
 def entry_for(rung: Rung) -> dict:
@@ -64,6 +67,17 @@ class Climb:
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
         self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
         self.arm_slots = 1    # fine-tuning arms that train at once (set by compete.prepare)
+        self.pool: list[tuple[dict, object, object]] = []    # (entry, model or bytes, validation probabilities)
+
+    def keep(self, entry: dict, model, proba) -> None:
+        """Keep a candidate for the blend (its latest best replaces what it kept before); only the POOL best on
+        validation stay. One without probabilities for every validation text (an out-of-scope model's leave its
+        rejected texts out) is not kept."""
+        if model is None or proba is None or len(proba) != len(self.validation):
+            return
+        self.pool = [c for c in self.pool if c[0] is not entry] + [(entry, model, proba)]
+        self.pool.sort(key=lambda c: -c[0]["validation_macro_f1"])
+        del self.pool[POOL:]
 
     # ---- one rung -----------------------------------------------------------------------------------
     def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
@@ -231,6 +245,7 @@ class Climb:
                     self.heads.setdefault((rung.model, rung.strategy), []).append(
                         (entry["validation_macro_f1"], label(entry),
                          {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
+            self.keep(entry, clf, getattr(clf, "validation_proba_", None))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
                 self.budget.ship = self.costs.reserve(rung)

@@ -292,6 +292,8 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
             # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
             improved = result.get("better", False)
+            if improved and arm.best is not None:
+                climb.keep(entry, clf, result.get("validation_proba"))
             ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
             if clf is not None and improved and ahead:
                 if isinstance(clf, bytes):

@@ -131,7 +131,6 @@ class Costs:
     probes: dict = field(default_factory=dict)
     factor: dict = field(default_factory=dict)
     encoded: set = field(default_factory=set)     # (model, strategy) whose features are in the feature cache
-    blends: bool = True      # the winner is tried blended with TF-IDF (headswap.baseline.blend): a pass over validation
 
     def probe(self, rung: Rung) -> dict | None:
         return self.probes.get(rung.cost_key)
@@ -180,15 +179,14 @@ class Costs:
         return self.forward_pass(rung) * ((blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0)
 
     def reserve(self, rung: Rung) -> float:
-        """What must stay free for the rung to be shipped if it wins: loading it, a pass over validation to blend it
-        with TF-IDF (when blends), scoring test, saving/exporting."""
+        """What must stay free for the rung to be shipped if it wins (or joins a blend): loading it, scoring test,
+        saving/exporting. Blending needs no pass over validation: each candidate kept its probabilities there."""
         p = self.probe(rung)
         load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
         ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
         if get(rung.strategy).exportable and rung.kind == "encoder" and rung.tier != "static":   # traced by block
             ship = max(ship, EXPORT_SECONDS + EXPORT_SECONDS_PER_BLOCK * _blocks(rung.model))
-        texts = 1.5 * self.n_test + (self.n_validation if self.blends else 0)
-        return load + texts * p["inference_seconds_per_text"] + ship
+        return load + 1.5 * self.n_test * p["inference_seconds_per_text"] + ship
 
     def learn(self, rung: Rung, estimated: float, measured: float) -> None:
         """Correct the model's later estimates by what this run took against its estimate (bounded: one noisy

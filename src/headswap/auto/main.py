@@ -117,8 +117,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
     plans). lr_search: the learning-rate neighbours of each fine-tuning rung compete as arms too. more_epochs: an
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
-    MAX_PLANNED_EPOCHS), so a leader can train on. blend: ship the winner blended with the baseline where validation
-    prefers it (headswap.baseline.blend). ray_address: run the arms on that Ray cluster, each with arm_cpus
+    MAX_PLANNED_EPOCHS), so a leader can train on. blend: ship a blend of the best candidates and the baseline
+    where held-out folds of validation prefer it to the winner alone (headswap.auto.ship.blend_winner).
+    ray_address: run the arms on that Ray cluster, each with arm_cpus
     CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and
     multilingual-e5-small when installed). started: when the budget began, on `clock` (the CLI passes its process's
     start); None: now. A budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
@@ -206,7 +207,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 2. The cheap rungs of the ladder within the budget (headswap.auto.climb); frozen rungs of one model share
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
-    costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes, blends=blend)
+    costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes)
     climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     from headswap.auto.prior import Prior, load_table
@@ -232,9 +233,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
-    # 4. The winner averaged with the baseline's probabilities, where validation says it pays (headswap.baseline.blend).
+    # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
     if blend and best is not baseline:
-        best, best_entry = blend_winner(best, best_entry, baseline, validation, candidates, log)
+        best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log)
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
     climb = None

@@ -79,6 +79,7 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
                  "progress": progress, "train_seconds": clf.train_seconds_,
                  "better": better_than(*_best(history[seen:]), *_best(history[:seen])),
                  "notes": list(clf.notes_), "started_from": getattr(clf, "started_from_", None),
+                 "validation_proba": getattr(clf, "validation_proba_", None),
                  "seconds": time.perf_counter() - t0}
 
 

@@ -1,5 +1,5 @@
-"""Shipping auto's winner: blended with the TF-IDF baseline where validation says it pays (headswap.baseline.blend), then
-saved as OUT/model, exported to ONNX when its strategy can be."""
+"""Shipping auto's winner: blended with other candidates and the TF-IDF baseline where validation says it pays
+(headswap.baseline.blend), then saved as OUT/model, each neural model exported to ONNX when its strategy can be."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from headswap.saved import model_dir
 from headswap.errors import HeadswapError
@@ -27,10 +29,11 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     from headswap.baseline.blend import Blend
     from headswap.baseline.tfidf import TfidfClassifier
 
-    if isinstance(winner, Blend):     # the neural member is exported as it would be alone
+    if isinstance(winner, Blend):     # each neural member is exported as it would be alone
         why = []
-        winner.save(folder, save_model=lambda model, into: why.append(_write_winner(model, into, quantize, log)))
-        return why[0]
+        winner.save(folder, save_member=lambda model, into: model.save(into) if isinstance(model, TfidfClassifier)
+                    else why.append(_write_winner(model, into, quantize, log)))
+        return next((w for w in why if w is not None), None)
     if isinstance(winner, TfidfClassifier):
         winner.save(folder)
         return "a TF-IDF model runs on scikit-learn; there is nothing to export"
@@ -62,11 +65,17 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
-def blend_winner(best, entry: dict, baseline, validation, candidates: list, log):
-    """(classifier, entry) to ship: `best`, or best blended with the TF-IDF baseline when that scores higher on
-    validation (the pass over validation is in the budget's reserve for shipping: Costs.reserve)."""
-    from headswap.baseline.blend import fit_blend, same_labels
-    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + tfidf-logreg",
+def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log):
+    """(classifier, entry) to ship: `best`, or a blend of it with the other kept candidates (climb.pool) and the
+    TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
+    (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best alone.
+    A candidate is offered only while the time left pays for shipping it too (Costs.reserve of its rung)."""
+    from headswap.auto.climb import label
+    from headswap.auto.runners import clean_for_shipping, load_shipped
+    from headswap.baseline.blend import Blend, columns, same_labels, select
+    from headswap.reports.report_text import duration
+
+    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + blend",
            "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
     why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
            "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
@@ -74,22 +83,50 @@ def blend_winner(best, entry: dict, baseline, validation, candidates: list, log)
            "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
     if why:
         candidates.append({**row, "status": "skipped", "reason": why})
-        log(f"  blend with TF-IDF not tried: {why}")
+        log(f"  blend not tried: {why}")
         return best, entry
-    t0 = time.perf_counter()
-    blend, scores, out_of_fold = fit_blend(best, baseline, validation.texts, validation.labels)
-    w = max(scores, key=lambda k: (scores[k], -k))
-    row.update({"rung": f"TF-IDF weight {w:g}", "status": "ran" if blend else "not better",
-                "seconds": time.perf_counter() - t0, "validation_macro_f1": scores[w],
-                "blend_scores": {f"{k:g}": v for k, v in scores.items()}, "out_of_fold_macro_f1": out_of_fold})
-    folds = "" if out_of_fold is None else f", out of fold {out_of_fold:.4f}"
-    line = (f"validation macro F1 {scores[w]:.4f}{folds}, the winner alone {scores[0.0]:.4f} "
-            f"({row['seconds']:.0f} s)")
+    t0, pool, budget, costs = time.perf_counter(), climb.pool, climb.budget, climb.costs
+    kept = {id(e): (m, p) for e, m, p in pool}
+    offered = [(entry, best, kept[id(entry)][1] if id(entry) in kept else best.predict_proba(validation.texts))]
+    extra, priced_out = 0.0, []
+    for e, model, proba in pool:
+        if e is entry:
+            continue
+        cost = costs.reserve(e["plan"]) if e.get("plan") is not None else 0.0
+        if budget.spare(ship=budget.ship + extra + cost) < 0:
+            priced_out.append(f"{label(e)} (shipping it too: {duration(cost)})")
+            continue
+        extra += cost
+        offered.append((e, load_shipped(model) if isinstance(model, bytes) else model, proba))
+    offered.append((candidates[0], baseline, baseline.predict_proba(validation.texts)))
+    offered = [(e, m, p) for e, m, p in offered if same_labels(best, m)]
+    index = {str(lab): k for k, lab in enumerate(best.labels_)}
+    y = np.array([index[str(v)] for v in validation.labels])
+    probas = [np.asarray(p)[:, columns(best, m)] for _, m, p in offered]
+    chosen = select(probas, y, list(index))
+    names = [label(e) if e is not candidates[0] else "TF-IDF" for e, _, _ in offered]
+    row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
+               validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
+               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
+               members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
+               rung=f"blend of {sum(w > 0 for w in chosen.weights)}")
+    if priced_out:
+        row["priced_out"] = priced_out
+    mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
+    folds = ("" if chosen.out_of_fold is None else
+             f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}")
+    line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
     candidates.append(row)
-    if blend is None:
-        row["reason"] = (f"weight {w:g}: {line}; not better than the winner alone out of fold" if w else
-                         "no TF-IDF weight scored higher on validation than the winner alone")
-        log(f"  blend with TF-IDF not kept (weight {w:g}): {line}")
+    if not chosen.kept:
+        row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
+                         else "no blend scored higher on validation than the winner alone")
+        log(f"  blend not kept: {row['reason']}")
         return best, entry
-    log(f"  blend with TF-IDF (weight {w:g}): {line}")
+    members = [(m, w) for (_, m, _), w in zip(offered, chosen.weights) if w > 0]
+    for m, _ in members:
+        if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
+            clean_for_shipping(m)
+    blend = Blend(members)
+    row["strategy"] = blend.strategy
+    log(f"  blend: {line}")
     return blend, row

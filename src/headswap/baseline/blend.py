@@ -1,15 +1,20 @@
-"""A classifier blended with the TF-IDF baseline: p = (1 - w) p_model + w p_tfidf, w picked on validation.
+"""Classifiers blended: p = sum_i w_i p_i, the members and their weights chosen on validation by greedy ensemble
+selection (Caruana et al. 2004, what auto-sklearn and AutoGluon ship).
 
 A lexical model and a neural one make different mistakes (a rare word, a name, a misspelling the body's word
-pieces blur), so their averaged probabilities can beat both; `auto` ships the blend only when validation says so
-(headswap.auto.main). The blend is a model directory of its own kind holding both members, each saved as it
-would be alone: predict, eval, serve and batch prediction load it with load_model.
+pieces blur), and so do a frozen head and a fine-tune of the same body, so their averaged probabilities can beat
+each alone; `auto` ships a blend only when held-out folds of validation say so (headswap.auto.ship). The blend is a
+model directory of its own kind holding every member, each saved as it would be alone: predict, eval, serve and
+batch prediction load it with load_model.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -17,87 +22,132 @@ from headswap.errors import HeadswapError
 from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
 
 KIND = "blend"
-MEMBERS = "members"          # OUT/members/model and OUT/members/tfidf
-WEIGHTS = tuple(round(w, 2) for w in np.arange(0.0, 0.95, 0.1))   # the TF-IDF share tried; 0 is the model alone
+MEMBERS = "members"          # OUT/members/0, OUT/members/1, ...
+STEPS = 25     # rounds of greedy selection: a member's weight is a multiple of 1/25 (AutoGluon's ensemble_size 25)
+MOST = 3       # distinct members at most: each is a forward pass at prediction time
+FOLDS = 5      # the selection is checked out of fold: each fold blended as the other folds chose
 
 
-FOLDS = 5   # the weight is checked out of fold: each fold blended with the weight the other folds chose
+@dataclass
+class Selection:
+    """What select() chose: how many of the STEPS rounds each candidate won (its weight: count / sum), the chosen
+    blend's validation score, and out of fold the scores of selecting so and of taking the best candidate alone."""
+    counts: list[int]
+    score: float
+    out_of_fold: float | None
+    alone_out_of_fold: float | None
+
+    @property
+    def weights(self) -> list[float]:
+        total = sum(self.counts)
+        return [c / total for c in self.counts]
+
+    @property
+    def kept(self) -> bool:
+        """A blend of two or more, which out of fold scored above the best candidate alone."""
+        return (sum(c > 0 for c in self.counts) > 1 and self.out_of_fold is not None
+                and self.out_of_fold > self.alone_out_of_fold)
 
 
-def choose_weight(p_model: np.ndarray, p_tfidf: np.ndarray, y: np.ndarray, labels: list[str],
-                  metric: str = "macro_f1", seed: int = 0) -> tuple[float, dict[float, float], float | None]:
-    """The TF-IDF share w (of WEIGHTS) whose blend scores best on validation by `metric` (the smallest on a tie,
-    so the model alone wins ties); every w's score; and the out-of-fold score that confirmed it.
+def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metric: str = "macro_f1",
+           seed: int = 0, most: int = MOST) -> Selection:
+    """Greedy ensemble selection with replacement over the candidates' validation probabilities (aligned columns,
+    the most trusted first: ties go to the earlier candidate and to the smaller blend).
 
-    A weight picked on a few hundred texts is partly picked for their noise (on GermEval's 451, a blend 2.3 points
-    ahead on validation was 1.4 behind on test). So each of FOLDS stratified folds is blended with the weight the
-    other folds pick, and w is kept only when those out-of-fold blends score higher than the model alone."""
+    A blend picked on a few hundred texts is partly picked for their noise (on GermEval's 451, a TF-IDF share 2.3
+    points ahead on validation was 1.4 behind on test). So each of FOLDS stratified folds is blended as the other
+    folds select, and the best candidate alone is chosen the same way: Selection.kept only when the blends score
+    higher out of fold."""
+    probas = [np.asarray(p, dtype=np.float64) for p in probas]
+    k = len(labels)
+
     def score(probs, idx) -> float:
+        if metric == "macro_f1":      # score_logits' macro F1 (every label, 0 where unseen) at ~1% of its cost:
+            pred, truth = probs[idx].argmax(1), y[idx]       # the selection scores thousands of blends
+            hits = np.bincount(truth[pred == truth], minlength=k)
+            return float(np.mean(2 * hits / np.maximum(np.bincount(pred, minlength=k)
+                                                        + np.bincount(truth, minlength=k), 1)))
+        from headswap.train.loop import score_logits
         return float(score_logits(np.log(np.clip(probs[idx], 1e-12, 1)), y[idx], labels).score(metric))
 
-    def pick(idx) -> tuple[float, dict[float, float]]:
-        scores = {w: score((1 - w) * p_model + w * p_tfidf, idx) for w in WEIGHTS}
-        best = max(scores.values())
-        return min(w for w, s in scores.items() if s >= best), scores
+    def greedy(idx) -> tuple[list[int], float]:
+        counts, total, best = [0] * len(probas), np.zeros_like(probas[0]), (-np.inf, None)
+        for step in range(STEPS):
+            tried = [(score((total + p) / (step + 1), idx), -i) for i, p in enumerate(probas)
+                     if counts[i] or sum(c > 0 for c in counts) < most]
+            s, i = max(tried)
+            counts[-i] += 1
+            total += probas[-i]
+            if s > best[0]:
+                best = (s, list(counts))
+        return best[1], best[0]
 
-    from headswap.train.loop import score_logits
+    def mixed(counts, rows):
+        return sum(c * p[rows] for c, p in zip(counts, probas) if c) / sum(counts)
+
     everything = np.arange(len(y))
-    w, scores = pick(everything)
-    if w == 0 or len(y) < 2 * FOLDS:
-        return w if len(y) >= 2 * FOLDS else 0.0, scores, None
+    counts, best = greedy(everything)
+    if sum(c > 0 for c in counts) < 2 or len(y) < 2 * FOLDS:
+        return Selection(counts, best, None, None)
     fold = np.empty(len(y), dtype=int)
     rng = np.random.default_rng(seed)
-    for k in np.unique(y):             # stratified: each class dealt round the folds in a shuffled order
-        members = rng.permutation(np.flatnonzero(y == k))
+    for c in np.unique(y):             # stratified: each class dealt round the folds in a shuffled order
+        members = rng.permutation(np.flatnonzero(y == c))
         fold[members] = (np.arange(len(members)) + rng.integers(FOLDS)) % FOLDS
-    out = np.empty_like(p_model)
+    blended, alone = np.empty_like(probas[0]), np.empty_like(probas[0])
     for f in range(FOLDS):
-        w_f = pick(np.flatnonzero(fold != f))[0]
-        here = fold == f
-        out[here] = (1 - w_f) * p_model[here] + w_f * p_tfidf[here]
-    out_of_fold = score(out, everything)
-    return (w if out_of_fold > scores[0.0] else 0.0), scores, out_of_fold
+        rest, here = np.flatnonzero(fold != f), fold == f
+        blended[here] = mixed(greedy(rest)[0], here)
+        alone[here] = probas[max(range(len(probas)), key=lambda i: (score(probas[i], rest), -i))][here]
+    return Selection(counts, best, score(blended, everything), score(alone, everything))
 
 
-def fit_blend(model, tfidf, texts: list[str], labels: list, metric: str = "macro_f1"):
-    """(blend or None, each weight's score, the out-of-fold score): the blend of two fitted classifiers with the
-    TF-IDF weight choose_weight keeps on the labelled (validation) texts, None where it keeps none."""
-    columns = tfidf_columns(model, tfidf)
-    p_model, p_tfidf = model.predict_proba(texts), tfidf.predict_proba(texts)[:, columns]
-    index = {lab: k for k, lab in enumerate(map(str, model.labels_))}
-    w, scores, out_of_fold = choose_weight(p_model, p_tfidf, np.array([index[str(v)] for v in labels]),
-                                           list(index), metric)
-    return (Blend(model, tfidf, w) if w > 0 else None), scores, out_of_fold
-
-
-def same_labels(model, tfidf) -> bool:
+def same_labels(a, b) -> bool:
     """Whether the two classifiers know the same labels, in whatever order."""
-    return sorted(map(str, model.labels_)) == sorted(map(str, tfidf.labels_))
+    return sorted(map(str, a.labels_)) == sorted(map(str, b.labels_))
 
 
-def tfidf_columns(model, tfidf) -> list[int]:
-    """Where each of the model's labels is among TF-IDF's columns (TF-IDF sorts labels as text, a TextClassifier
+def columns(reference, other) -> list[int]:
+    """Where each of reference's labels is among other's columns (TF-IDF sorts labels as text, a TextClassifier
     sorts numeric ones as numbers: "10" and "2" swap); an error when they are not the same labels."""
-    if not same_labels(model, tfidf):
-        raise HeadswapError(f"a blend's members must have the same labels; got {list(model.labels_)} and "
-                            f"{list(tfidf.labels_)}")
-    theirs = {str(lab): k for k, lab in enumerate(tfidf.labels_)}
-    return [theirs[str(lab)] for lab in model.labels_]
+    if not same_labels(reference, other):
+        raise HeadswapError(f"a blend's members must have the same labels; got {list(reference.labels_)} and "
+                            f"{list(other.labels_)}")
+    theirs = {str(lab): k for k, lab in enumerate(other.labels_)}
+    return [theirs[str(lab)] for lab in reference.labels_]
+
+
+def _is_tfidf(model) -> bool:
+    from headswap.baseline.tfidf import TfidfClassifier
+    return isinstance(model, TfidfClassifier)
 
 
 class Blend:
-    """model's and tfidf's probabilities averaged, tfidf with weight `weight`, in the model's label order (the
-    same labels). Single-label models without a reject option only."""
+    """The members' probabilities averaged with their weights, in the lead member's label order (the first that is
+    not TF-IDF: its classes_ keep integer labels integers). Single-label members without a reject option only."""
 
     multi_label, out_of_scope, label_separator = False, None, None
 
-    def __init__(self, model, tfidf, weight: float):
-        if not 0 < weight < 1:
-            raise HeadswapError(f"a blend's TF-IDF weight is between 0 and 1, got {weight!r}")
-        self.columns_ = tfidf_columns(model, tfidf)
-        if getattr(model, "multi_label", False) or getattr(model, "out_of_scope", None) is not None:
-            raise HeadswapError("a blend takes a single-label model without a reject option")
-        self.model_, self.tfidf_, self.weight = model, tfidf, float(weight)
+    def __init__(self, members: Sequence[tuple[object, float]]):
+        members = list(members)
+        if len(members) < 2:
+            raise HeadswapError(f"a blend has two members or more, got {len(members)}")
+        for model, w in members:
+            if isinstance(model, Blend):
+                raise HeadswapError("a blend's member cannot be a blend")
+            if getattr(model, "multi_label", False) or getattr(model, "out_of_scope", None) is not None:
+                raise HeadswapError("a blend takes single-label models without a reject option")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < math.inf:
+                raise HeadswapError(f"a blend member's weight is a number above 0 (the weights are scaled to sum "
+                                    f"to 1), got {w!r}")
+        total = sum(w for _, w in members)
+        self.members_ = [(m, float(w) / total) for m, w in members]
+        self.model_ = next((m for m, _ in self.members_ if not _is_tfidf(m)), self.members_[0][0])
+        self.columns_ = [columns(self.model_, m) for m, _ in self.members_]
+
+    @property
+    def weights(self) -> list[float]:
+        return [w for _, w in self.members_]
 
     @property
     def labels_(self) -> list[str]:
@@ -105,11 +155,11 @@ class Blend:
 
     @property
     def classes_(self) -> np.ndarray:
-        return np.asarray(self.model_.classes_)      # what the model alone predicts: ints stay ints
+        return np.asarray(self.model_.classes_)      # what the lead predicts alone: ints stay ints
 
     @property
     def strategy(self) -> str:
-        return f"{self.model_.strategy} + tfidf-logreg"
+        return " + ".join(dict.fromkeys(m.strategy for m, _ in self.members_))
 
     @property
     def model(self) -> str:
@@ -117,7 +167,7 @@ class Blend:
 
     @property
     def runtime_(self) -> str:
-        return f"{self.model_.runtime_} + scikit-learn"
+        return " + ".join(dict.fromkeys("scikit-learn" if _is_tfidf(m) else m.runtime_ for m, _ in self.members_))
 
     @property
     def progress(self) -> bool:
@@ -125,12 +175,14 @@ class Blend:
 
     @progress.setter
     def progress(self, value: bool) -> None:
-        self.model_.progress = value
+        for m, _ in self.members_:
+            if not _is_tfidf(m):
+                m.progress = value
 
     def predict_proba(self, X) -> np.ndarray:
         texts = list(X)
-        return ((1 - self.weight) * self.model_.predict_proba(texts)
-                + self.weight * self.tfidf_.predict_proba(texts)[:, self.columns_]).astype(np.float32)
+        return sum(w * m.predict_proba(texts)[:, cols]
+                   for (m, w), cols in zip(self.members_, self.columns_)).astype(np.float32)
 
     def decision_function(self, X) -> np.ndarray:
         """Log-probabilities: the logits whose softmax is predict_proba."""
@@ -142,58 +194,87 @@ class Blend:
     def score(self, X, y) -> float:
         return float(np.mean([str(p) == str(t) for p, t in zip(self.predict(X), y)]))
 
+    def _params(self) -> tuple[int, int]:
+        """(trainable, total) parameters of all members."""
+        trainable = total = 0
+        for m, _ in self.members_:
+            if _is_tfidf(m):
+                n = int(m.model_.coef_.size + m.model_.intercept_.size)
+                trainable, total = trainable + n, total + n
+            else:
+                counts = m.summary()
+                trainable += int(counts.get("trainable_params", 0))
+                total += int(counts.get("total_params", 0))
+        return trainable, total
+
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
         from headswap.baseline import evaluate_probabilities
         m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
-        counts = self.model_.summary()
-        n_tfidf = int(self.tfidf_.model_.coef_.size + self.tfidf_.model_.intercept_.size)
-        m.extra.update(strategy=self.strategy, model=self.model, regime=counts.get("regime", "-"),
-                       runtime=self.runtime_, blend_weight=self.weight,
-                       trainable_params=int(counts.get("trainable_params", 0)) + n_tfidf,
-                       total_params=int(counts.get("total_params", 0)) + n_tfidf)
+        trainable, total = self._params()
+        m.extra.update(strategy=self.strategy, model=self.model, regime=self.model_.summary().get("regime", "-"),
+                       runtime=self.runtime_, blend_weights=self.weights, trainable_params=trainable,
+                       total_params=total)
         return m
 
     def summary(self) -> dict:
+        trainable, total = self._params()
         return {**self.model_.summary(), "strategy": self.strategy, "runtime": self.runtime_,
-                "blend_weight": self.weight}
+                "blend_weights": self.weights, "trainable_params": trainable, "total_params": total}
 
     # ---- save / load: each member in its own folder, as it saves alone ------------------------------------
-    def save(self, path, save_model=None) -> Path:
-        """Write the blend into `path`; save_model(model, folder) writes the neural member (default: its own
-        save; auto passes its exporter)."""
+    def save(self, path, save_member=None) -> Path:
+        """Write the blend into `path`; save_member(model, folder) writes each member (default: its own save;
+        auto passes its exporter)."""
         from headswap.saved.atomic import atomic_path
         path = Path(path)
         (path / MEMBERS).mkdir(parents=True, exist_ok=True)
-        (save_model or (lambda m, folder: m.save(folder)))(self.model_, path / MEMBERS / "model")
-        self.tfidf_.save(path / MEMBERS / "tfidf")
+        entries = []
+        for i, (m, w) in enumerate(self.members_):
+            (save_member or (lambda model, folder: model.save(folder)))(m, path / MEMBERS / str(i))
+            entries.append({"folder": f"{MEMBERS}/{i}", "weight": w})
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND, "labels": self.labels_,
-                  "weight": self.weight, "members": {"model": f"{MEMBERS}/model", "tfidf": f"{MEMBERS}/tfidf"}}
+                  "members": entries}
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config, indent=1))
         return path
 
     @classmethod
     def load(cls, path, load_model) -> "Blend":
-        """The blend saved in `path`; load_model(folder) loads its neural member (headswap.classifier.estimator.load_model passes
-        TextClassifier.load with its runtime)."""
-        from headswap.baseline.tfidf import TfidfClassifier
+        """The blend saved in `path`; load_model(folder) loads a neural member (headswap.classifier.estimator.load_model
+        passes TextClassifier.load with its runtime). Reads the two-member layout of earlier versions too
+        ({"weight": w, "members": {"model": ..., "tfidf": ...}})."""
+        from headswap.baseline.tfidf import KIND as TFIDF, TfidfClassifier
         path = Path(path)
         config = read_config(path)
         if config.get("kind") != KIND:
             raise HeadswapError(f"{path} is not a blend (kind {config.get('kind')!r})")
-        w = config.get("weight")
-        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w < 1:
-            raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: weight must be a number between 0 and 1, got "
-                                f"{w!r:.80}")
-        folders = {}
-        for name in ("model", "tfidf"):
-            folder = path / MEMBERS / name
+        entries = config.get("members")
+        if isinstance(entries, dict):      # the earlier layout: a model and TF-IDF at weight w
+            w = config.get("weight")
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w < 1:
+                raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: weight must be a number between 0 and 1, "
+                                    f"got {w!r:.80}")
+            entries = [{"folder": entries.get("model"), "weight": 1 - w}, {"folder": entries.get("tfidf"), "weight": w}]
+        if not isinstance(entries, list) or len(entries) < 2 or not all(isinstance(e, dict) for e in entries):
+            raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: members must be a list of two or more")
+        members = []
+        for e in entries:
+            name, w = e.get("folder"), e.get("weight")
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w <= 1:
+                raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: member {name!r:.80}'s weight must be a number "
+                                    f"above 0 and at most 1, got {w!r:.80}")
+            folder = path / str(name)
+            if not isinstance(name, str) or not name.startswith(f"{MEMBERS}/") or ".." in Path(name).parts:
+                raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: a member's folder must be under {MEMBERS}/, "
+                                    f"got {name!r:.80}")
             if not folder.is_dir() or folder.is_symlink():
-                raise HeadswapError(f"{path} is a damaged blend: its member {MEMBERS}/{name} is missing")
-            folders[name] = folder
-        blend = cls(load_model(folders["model"]),
-                    TfidfClassifier.load(folders["tfidf"]), w)
+                raise HeadswapError(f"{path} is a damaged blend: its member {name} is missing")
+            kind = read_config(folder).get("kind")
+            if kind == KIND:
+                raise HeadswapError(f"{path} is a damaged blend: its member {name} is a blend")
+            members.append((TfidfClassifier.load(folder) if kind == TFIDF else load_model(folder), w))
+        blend = cls(members)
         if blend.labels_ != [str(v) for v in config.get("labels") or ()]:
             raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: its labels are not its members'")
         return blend

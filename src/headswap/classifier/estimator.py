@@ -240,8 +240,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
             if oos.wants_statistics(self):    # on the kept epoch's features: cached ones when the body was frozen
                 oos.fit_statistics(self, train_items, item_targets)
-            self._calibrate(self._validation_logits(windows, logits, y_val), y_val, oos_texts=data.val_outside,
-                            texts=data.val.texts)
+            logits = self._validation_logits(windows, logits, y_val)
+            self._calibrate(logits, y_val, oos_texts=data.val_outside, texts=data.val.texts)
+            # what predict_proba gives the validation texts, free here: auto blends candidates on it
+            self.validation_proba_ = self.temperature_step_.apply(np.asarray(logits, dtype=np.float32))
 
     def _on_features(self, train_items, val_items):
         from headswap.nn.inference import cached_features

@@ -38,6 +38,7 @@ class Fitted:
     chunk_aggregate: str | None = None    # how a chunked text's window logits are aggregated (mean, max); None: no chunking
     distillation: dict | None = None      # a student's record of its teacher (headswap.jobs.distill); saved when set
     parent: dict | None = None            # the model it trained on from (headswap.classifier.init_from); saved when set
+    validation_proba: np.ndarray | None = None   # predict_proba on the validation texts (in-scope), at fit; not saved
 
     SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
     STEPS = ("temperature_step", "thresholds_step", "reject_step")

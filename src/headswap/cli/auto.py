@@ -49,8 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each arm's schedule plans exactly --epochs epochs (by default as many as the budget could "
                    "give it, up to 10, so the leader can train on while its validation improves)")
     p.add_argument("--no-blend", dest="blend", action="store_false",
-                   help="ship the winner alone (by default it ships blended with the TF-IDF baseline when their "
-                   "averaged probabilities score higher on validation, out of fold too)")
+                   help="ship the winner alone (by default it ships a blend of up to three of the best candidates "
+                   "and the TF-IDF baseline, chosen on validation by greedy ensemble selection, when held-out folds "
+                   "of validation score the blend higher than the best alone)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="run the fine-tuning arms on the Ray cluster at ADDRESS (e.g. ray://head:10001 or "
                    "head:6379), several at once; without it everything runs in this process and Ray is not started")

@@ -48,8 +48,8 @@ def export(model_dir_path, out, fmt: str = "onnx", quantize: str = "none") -> di
     from headswap.baseline.tfidf import KIND as TFIDF
     kind = model_dir.read_config(src).get("kind")
     if kind == BLEND:
-        raise HeadswapError(f"{src} holds a blend of a model and TF-IDF: export its model member, "
-                            f"{src / MEMBERS / 'model'}, and keep the blend's folder beside it")
+        raise HeadswapError(f"{src} holds a blend of several models: export its neural members one by one "
+                            f"(the folders under {src / MEMBERS}), and keep the blend's folder beside them")
     if kind == TFIDF:
         raise HeadswapError(f"{src} holds a TF-IDF model: it runs on scikit-learn, already at thousands of texts "
                             f"per second, and has no graph to export; predict and serve run it as it is")
