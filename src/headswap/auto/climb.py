@@ -67,6 +67,7 @@ class Climb:
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
         self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
         self.arm_slots = 1    # fine-tuning arms that train at once (set by compete.prepare)
+        self.blends = False   # whether the winner may ship blended (the arms then leave room to ship a second model)
         self.pool: list[tuple[dict, object, object]] = []    # (entry, model or bytes, validation probabilities)
 
     def keep(self, entry: dict, model, proba) -> None:

@@ -209,7 +209,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
     costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes)
     climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
-    climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
+    climb.misfit, climb.blends = {m for m, f in fits.items() if f is not None and not f.fits}, blend
     from headswap.auto.prior import Prior, load_table
     climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]))
     summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs}
