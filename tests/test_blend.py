@@ -210,3 +210,30 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
     row = next(r for r in results["rows"] if r["winner"])
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
+
+
+def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_it(monkeypatch):
+    import types
+    from headswap.auto.budget import Budget
+    from headswap.auto.ship import blend_winner
+
+    texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
+    labels = ["spam"] * 30 + ["ham"] * 60
+    validation = types.SimpleNamespace(texts=texts[::3], labels=labels[::3])
+    models = [TfidfClassifier(C=c).fit(texts[k::2], labels[k::2]) for k, c in ((0, 1.0), (1, 0.1), (0, 0.01))]
+    entries = [{"model": f"m{i}", "model_name": f"m{i}", "strategy": "tfidf-logreg", "regime": "full", "rung": f"r{i}",
+                "validation_macro_f1": 0.9 - i / 10, "plan": f"rung {i}"} for i in range(3)]
+    baseline = TfidfClassifier().fit(texts, labels)
+    climb = types.SimpleNamespace(
+        pool=[(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
+        budget=Budget(100.0, lambda: 0.0, 0.0), costs=types.SimpleNamespace(reserve={"rung 1": 10.0, "rung 2": 500.0}.get))
+    offered = []
+    monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels: offered.append(len(probas)) or
+                        headswap.baseline.blend.Selection([1] + [0] * (len(probas) - 1), 0.9, None, None))
+    candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
+    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    assert best is models[0] and entry is entries[0]          # nothing blended: the best alone stays
+    assert offered == [3]       # the best, the candidate whose shipping fits (10 s of 100), TF-IDF
+    row = candidates[-1]
+    assert row["tier"] == "blend" and row["status"] == "not better" and len(row["priced_out"]) == 1
+    assert row["priced_out"][0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")

@@ -209,7 +209,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
     costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes)
     climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
-    climb.misfit, climb.blends = {m for m, f in fits.items() if f is not None and not f.fits}, blend
+    climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
+    climb.blends = blend and not full["out_of_scope"]     # a reject option is not blended (ship.blend_winner)
     from headswap.auto.prior import Prior, load_table
     climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]))
     summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs}
@@ -374,7 +375,6 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
         rows.append(row)
         log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
             f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
-
     return rows
 
 
