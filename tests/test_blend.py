@@ -215,6 +215,7 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
 def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_it(monkeypatch):
     import types
     from headswap.auto.budget import Budget
+    from headswap.auto.climb import Candidate
     from headswap.auto.ship import blend_winner
 
     texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
@@ -225,7 +226,7 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
                 "validation_macro_f1": 0.9 - i / 10, "plan": f"rung {i}"} for i in range(3)]
     baseline = TfidfClassifier().fit(texts, labels)
     climb = types.SimpleNamespace(
-        pool=[(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
+        pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
         budget=Budget(100.0, lambda: 0.0, 0.0), costs=types.SimpleNamespace(reserve={"rung 1": 10.0, "rung 2": 500.0}.get))
     offered = []
     monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels: offered.append(len(probas)) or

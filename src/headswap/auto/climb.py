@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from headswap.auto.budget import Budget
@@ -20,6 +21,23 @@ from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
 # Candidates kept for the blend (headswap.auto.ship.blend_winner): the best on validation, each a model in memory
 # (or an arm's bytes) with its validation probabilities.
 POOL = 5
+
+
+@dataclass
+class Candidate:
+    """A trained candidate kept for the blend: its row of the report (entry), the model (an arm on Ray comes back
+    as bytes, loaded only when the blend takes it up) and its probabilities on every validation text."""
+    entry: dict
+    model: object
+    proba: object
+
+    @property
+    def score(self) -> float:
+        return self.entry["validation_macro_f1"]
+
+    def loaded(self):
+        from headswap.auto.runners import load_shipped
+        return load_shipped(self.model) if isinstance(self.model, bytes) else self.model
 
 
 def entry_for(rung: Rung) -> dict:
@@ -68,7 +86,7 @@ class Climb:
         self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
         self.arm_slots = 1    # fine-tuning arms that train at once (set by compete.prepare)
         self.blends = False   # whether the winner may ship blended (the arms then leave room to ship a second model)
-        self.pool: list[tuple[dict, object, object]] = []    # (entry, model or bytes, validation probabilities)
+        self.pool: list[Candidate] = []    # the POOL best on validation, best first
 
     def keep(self, entry: dict, model, proba) -> None:
         """Keep a candidate for the blend (its latest best replaces what it kept before); only the POOL best on
@@ -76,8 +94,8 @@ class Climb:
         rejected texts out) is not kept."""
         if model is None or proba is None or len(proba) != len(self.validation):
             return
-        self.pool = [c for c in self.pool if c[0] is not entry] + [(entry, model, proba)]
-        self.pool.sort(key=lambda c: -c[0]["validation_macro_f1"])
+        self.pool = [c for c in self.pool if c.entry is not entry] + [Candidate(entry, model, proba)]
+        self.pool.sort(key=lambda c: -c.score)
         del self.pool[POOL:]
 
     # ---- one rung -----------------------------------------------------------------------------------

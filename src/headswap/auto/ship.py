@@ -70,8 +70,8 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
     (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best alone.
     A candidate is offered only while the time left pays for shipping it too (Costs.reserve of its rung)."""
-    from headswap.auto.climb import label
-    from headswap.auto.runners import clean_for_shipping, load_shipped
+    from headswap.auto.climb import Candidate, label
+    from headswap.auto.runners import clean_for_shipping
     from headswap.baseline.blend import Blend, columns, same_labels, select
     from headswap.reports.report_text import duration
 
@@ -85,26 +85,25 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         candidates.append({**row, "status": "skipped", "reason": why})
         log(f"  blend not tried: {why}")
         return best, entry
-    t0, pool, budget, costs = time.perf_counter(), climb.pool, climb.budget, climb.costs
-    kept = {id(e): (m, p) for e, m, p in pool}
-    offered = [(entry, best, kept[id(entry)][1] if id(entry) in kept else best.predict_proba(validation.texts))]
+    t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
+    mine = next((c for c in climb.pool if c.entry is entry), None)
+    offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts))]
     extra, priced_out = 0.0, []
-    for e, model, proba in pool:
-        if e is entry:
+    for c in climb.pool:
+        if c is mine:
             continue
-        cost = costs.reserve(e["plan"]) if e.get("plan") is not None else 0.0
+        cost = costs.reserve(c.entry["plan"]) if c.entry.get("plan") is not None else 0.0
         if budget.spare(ship=budget.ship + extra + cost) < 0:
-            priced_out.append(f"{label(e)} (shipping it too: {duration(cost)})")
+            priced_out.append(f"{label(c.entry)} (shipping it too: {duration(cost)})")
             continue
         extra += cost
-        offered.append((e, load_shipped(model) if isinstance(model, bytes) else model, proba))
-    offered.append((candidates[0], baseline, baseline.predict_proba(validation.texts)))
-    offered = [(e, m, p) for e, m, p in offered if same_labels(best, m)]
+        offered.append(Candidate(c.entry, c.loaded(), c.proba))
+    offered.append(Candidate(candidates[0], baseline, baseline.predict_proba(validation.texts)))
+    offered = [c for c in offered if same_labels(best, c.model)]
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels])
-    probas = [np.asarray(p)[:, columns(best, m)] for _, m, p in offered]
-    chosen = select(probas, y, list(index))
-    names = [label(e) if e is not candidates[0] else "TF-IDF" for e, _, _ in offered]
+    chosen = select([np.asarray(c.proba)[:, columns(best, c.model)] for c in offered], y, list(index))
+    names = [label(c.entry) if c.entry is not candidates[0] else "TF-IDF" for c in offered]
     row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
                validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
                alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
@@ -122,7 +121,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
                          else "no blend scored higher on validation than the winner alone")
         log(f"  blend not kept: {row['reason']}")
         return best, entry
-    members = [(m, w) for (_, m, _), w in zip(offered, chosen.weights) if w > 0]
+    members = [(c.model, w) for c, w in zip(offered, chosen.weights) if w > 0]
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
             clean_for_shipping(m)
