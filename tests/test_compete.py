@@ -330,3 +330,27 @@ def test_a_cached_arms_first_slice_trains_for_its_plan_less_its_lower_block_pass
     assert limits[0] == pytest.approx(slices[0]["planned_seconds"] - 5.0 - 30.0)
     assert limits[1] == pytest.approx(slices[1]["planned_seconds"] - 5.0)
     assert [s["seconds"] for s in slices] == pytest.approx([s["planned_seconds"] for s in slices])
+
+
+def test_the_room_kept_for_a_second_blended_model_goes_to_the_arms_when_no_arm_fits_beside_it():
+    """At 5 minutes on GermEval 2018 the room to ship the winner and a second blended model (46 s each) left the
+    arms 21 s, under the cheapest first slice, and the run used 77% of its budget: then that second room is given
+    to the arms. Where even the winner's room leaves no first slice, no arm runs."""
+    class Dear(Costs):
+        def reserve(self, rung):
+            return 140.0
+
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    for budget, runs in ((300.0, True), (170.0, False)):
+        clock = Clock()
+        entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+        runner = Runner(clock, {"enc · encoder-mlp · full": [0.6] * 9})
+        climb = climb_for(clock, budget)
+        climb.costs, climb.blends, said = Dear(), True, []
+        climb.log = said.append
+        # 300 s less twice 140 s and the 6 s margin: 14 s, under the 30 s least slice (5 s loading, a quarter epoch)
+        compete(climb, ([(rung, {}, entry)], [entry]), clock=clock, folder="unused", runner=runner)
+        assert bool(runner.started) is runs, (budget, said)
+        assert any("room kept to ship a second blended model" in line for line in said)
+        if runs:
+            assert climb.best_entry is entry and clock.now <= budget - 140.0

@@ -163,12 +163,13 @@ def _reserve(climb, plans: list) -> float:
     return min(c.reserve(r) for r, _, _ in plans)
 
 
-def _arms_room(climb, plans: list) -> float:
+def _arms_room(climb, plans: list, second: bool = True) -> float:
     """What the arms would share if they began now: what is left, less the finish, the room to ship the winner (and,
-    when auto blends, as much again for a second model in the blend) and the final margin. Without that room the
-    blend had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each other
-    candidate needed 36 s to ship."""
-    return climb.budget.spare(ship=_reserve(climb, plans) * (2 if getattr(climb, "blends", False) else 1))
+    when auto blends and `second`, as much again for a second model in the blend) and the final margin. Without that
+    room the blend had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each
+    other candidate needed 36 s to ship."""
+    second = second and getattr(climb, "blends", False)
+    return climb.budget.spare(ship=_reserve(climb, plans) * (2 if second else 1))
 
 
 def arms_can_run(climb, plans: list) -> bool:
@@ -236,26 +237,38 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     climb.entries.extend(entries)
     if not plans:
         return
-    room = _arms_room(climb, plans)
-    arms, jobs = [], {}
-    for rung, tuned, entry in plans:
-        epoch, overhead, every = _costs(c, rung)
-        planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
-            if more_epochs else rung.epochs
-        name = arm_name(entry)
-        # The first slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the
-        # others reuse it (one group): each plans for it until one has run, as the variant admitted alone at 5
-        # minutes on GermEval 2018 must (planned without it, its slice ran 84 s of the 51 the arms had).
-        arms.append(Arm(name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key)))
-        settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
-        settings.update(warm_start(climb, rung, settings))
-        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
-        if tuned:
-            entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
-        jobs[name] = (rung, settings, entry)
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
-    policy = Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds)
-    log(f"  successive halving: {len(policy.queue)} of {len(arms)} arms get a first slice of about "
+
+    def halving(room: float):
+        arms, jobs = [], {}
+        for rung, tuned, entry in plans:
+            epoch, overhead, every = _costs(c, rung)
+            planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
+                if more_epochs else rung.epochs
+            name = arm_name(entry)
+            # The first slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the
+            # others reuse it (one group): each plans for it until one has run, as the variant admitted alone at 5
+            # minutes on GermEval 2018 must (planned without it, its slice ran 84 s of the 51 the arms had).
+            arms.append(Arm(name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key)))
+            settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
+            settings.update(warm_start(climb, rung, settings))
+            entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
+            if tuned:
+                entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
+            jobs[name] = (rung, settings, entry)
+        return Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds), jobs
+
+    room = _arms_room(climb, plans)
+    policy, jobs = halving(room)
+    if not policy.queue and getattr(climb, "blends", False):
+        # The room kept to ship a second blended model is worth less than an arm: at 5 minutes on GermEval 2018 no
+        # arm got a first slice beside it (e5's cheapest needed 55 s, 21 s were left) and the run used 77% of its
+        # budget. blend_winner offers another candidate only while the time left pays for shipping it.
+        room = _arms_room(climb, plans, second=False)
+        log(f"  no arm's first slice fits beside the room kept to ship a second blended model: that room goes to "
+            f"the arms")
+        policy, jobs = halving(room)
+    log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
         f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}
     best_blob = None
