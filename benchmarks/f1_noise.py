@@ -10,14 +10,9 @@ import sys
 
 import numpy as np
 
+from headswap.baseline.blend import macro_f1
+
 DRAWS = 2000
-
-
-def macro_f1(confusion: np.ndarray) -> np.ndarray:
-    """Macro F1 of each of a stack of confusion matrices (rows truth, columns prediction), 0 for an empty class."""
-    hits = np.diagonal(confusion, axis1=-2, axis2=-1)
-    size = confusion.sum(-1) + confusion.sum(-2)
-    return np.mean(np.where(size > 0, 2 * hits / np.maximum(size, 1), 0.0), axis=-1)
 
 
 def noise(confusion, seed: int = 0) -> tuple[float, float, float, float]:

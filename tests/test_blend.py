@@ -191,8 +191,9 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
 
     offered = []
 
-    def prefer_a_blend(probas, y, labels, metric="macro_f1"):       # the best candidate 0.6, TF-IDF 0.4
+    def prefer_a_blend(probas, y, labels, picked):       # the best candidate 0.6, TF-IDF 0.4
         offered.append(len(probas))
+        assert len(picked) == len(probas) and picked[-1] is False        # TF-IDF's probabilities were not picked
         return headswap.baseline.blend.Selection([3] + [0] * (len(probas) - 2) + [2], 0.95, 0.93, 0.9)
 
     monkeypatch.setattr(headswap.baseline.blend, "select", prefer_a_blend)
@@ -229,7 +230,7 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
         pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
         budget=Budget(100.0, lambda: 0.0, 0.0), costs=types.SimpleNamespace(reserve={"rung 1": 10.0, "rung 2": 500.0}.get))
     offered = []
-    monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels: offered.append(len(probas)) or
+    monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels, picked: offered.append(len(probas)) or
                         headswap.baseline.blend.Selection([1] + [0] * (len(probas) - 1), 0.9, None, None))
     candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
     best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
@@ -238,3 +239,49 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
     row = candidates[-1]
     assert row["tier"] == "blend" and row["status"] == "not better" and len(row["priced_out"]) == 1
     assert row["priced_out"][0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
+
+
+def test_the_noise_of_a_lead_is_paired_and_narrows_with_more_texts():
+    from sklearn.metrics import f1_score
+    from headswap.baseline.blend import confusion, lead_noise, macro_f1
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, 4000)
+    a = np.where(rng.random(4000) < 0.8, y, rng.integers(0, 3, 4000))
+    b = np.where(rng.random(4000) < 0.1, rng.integers(0, 3, 4000), a)        # a with a tenth redrawn
+    assert macro_f1(confusion(y, a, 3)) == pytest.approx(f1_score(y, a, average="macro"))
+    assert lead_noise(a, a, y, 3) == 0.0                     # the same predictions: their lead never moves
+    small, large = lead_noise(a[:400], b[:400], y[:400], 3), lead_noise(a, b, y, 3)
+    assert 2.4 < small / large < 4.2                         # ten times the texts: about sqrt(10) narrower
+    # paired: far under the noise of either score alone, whose texts are drawn independently
+    rows = rng.integers(0, 400, (300, 400))
+    alone = np.std([f1_score(y[r], a[r], average="macro") for r in rows])
+    assert small < 0.75 * alone
+
+
+def weakly_informed(seed, n=200):
+    """A model wrong on a fifth of `n` texts, and a TF-IDF model that leans the right way on a quarter of them and
+    is noise elsewhere."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    p_right = np.where(rng.random(n) < 0.2, rng.uniform(0.05, 0.35, n), rng.uniform(0.65, 0.95, n))
+    t = np.clip(np.where(rng.random(n) < 0.25, np.where(y == 0, 0.7, 0.3), 0.5) + rng.normal(0, 0.2, n), 0.01, 0.99)
+    model, tfidf = np.column_stack([p_right, 1 - p_right]), np.column_stack([t, 1 - t])
+    return np.where((y == 0)[:, None], model, model[:, ::-1]), tfidf, y
+
+
+def test_a_blend_within_the_noise_of_a_checkpoint_picked_on_validation_is_kept_and_of_a_frozen_model_not():
+    """The best alone, a fine-tune's checkpoint chosen on these texts, leads the blend out of fold by less than the
+    noise of that lead: the blend stays. The same probabilities from a model nothing was picked for: it goes. A
+    lead past the noise keeps the blend out either way."""
+    model, tfidf, y = weakly_informed(8)
+    frozen = select([model, tfidf], y, LABELS, picked=[False, False])
+    fine = select([model, tfidf], y, LABELS, picked=[True, False])
+    assert frozen.noise == 0.0 and not frozen.kept
+    assert (fine.counts, fine.out_of_fold, fine.alone_out_of_fold) == (frozen.counts, frozen.out_of_fold,
+                                                                        frozen.alone_out_of_fold)
+    assert 0 < fine.alone_out_of_fold - fine.out_of_fold < fine.noise and fine.kept
+    assert select([model, tfidf], y, LABELS, picked=[False, True]).noise == 0.0     # TF-IDF picked: not the lead
+    model, tfidf, y = weakly_informed(36)
+    far = select([model, tfidf], y, LABELS, picked=[True, False])
+    assert far.alone_out_of_fold - far.out_of_fold > far.noise > 0 and not far.kept

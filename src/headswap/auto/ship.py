@@ -102,22 +102,28 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     offered = [c for c in offered if same_labels(best, c.model)]
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels])
-    chosen = select([np.asarray(c.proba)[:, columns(best, c.model)] for c in offered], y, list(index))
+    # an arm's probabilities are of the checkpoint that led validation among its many (select: `picked`)
+    chosen = select([np.asarray(c.proba)[:, columns(best, c.model)] for c in offered], y, list(index),
+                    picked=[bool(c.entry.get("halving")) for c in offered])
     names = [label(c.entry) if c.entry is not candidates[0] else "TF-IDF" for c in offered]
     row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
                validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
-               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
+               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold, out_of_fold_noise=chosen.noise,
                members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
                rung=f"blend of {sum(w > 0 for w in chosen.weights)}")
     if priced_out:
         row["priced_out"] = priced_out
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
     folds = ("" if chosen.out_of_fold is None else
-             f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}")
+             f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}"
+             + (f" (a checkpoint picked on validation: the blend stays unless it leads by more than "
+                f"{chosen.noise:.4f}, the noise of that lead)" if chosen.noise else ""))
     line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
     candidates.append(row)
     if not chosen.kept:
-        row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
+        row["reason"] = (f"{line}; " + ("the best alone led it by more than that" if chosen.noise else
+                                         "not better than the best alone out of fold")
+                         if chosen.out_of_fold is not None
                          else "no blend scored higher on validation than the winner alone")
         log(f"  blend not kept: {row['reason']}")
         return best, entry
