@@ -116,7 +116,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
     folds = ("" if chosen.out_of_fold is None else
              f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}"
-             + (f" (a checkpoint picked on validation: the blend stays unless it leads by more than "
+             + (f" (a checkpoint picked on validation: the blend stays unless that leads it by more than "
                 f"{chosen.noise:.4f}, the noise of that lead)" if chosen.noise else ""))
     line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
     candidates.append(row)
