@@ -238,6 +238,7 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
     assert offered == [3]       # the best, the candidate whose shipping fits (10 s of 100), TF-IDF
     row = candidates[-1]
     assert row["tier"] == "blend" and row["status"] == "not better" and len(row["priced_out"]) == 1
+    assert row["left_seconds"] == 100.0         # the time left when the blend began, to read the pricing by
     assert row["priced_out"][0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
 
 

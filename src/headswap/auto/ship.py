@@ -86,6 +86,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         log(f"  blend not tried: {why}")
         return best, entry
     t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
+    left = budget.left()      # recorded: whether the arms left the room they kept for a second member
     mine = next((c for c in climb.pool if c.entry is entry), None)
     offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts))]
     extra, priced_out = 0.0, []
@@ -110,7 +111,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
                validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
                alone_out_of_fold_macro_f1=chosen.alone_out_of_fold, out_of_fold_noise=chosen.noise,
                members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
-               rung=f"blend of {sum(w > 0 for w in chosen.weights)}")
+               rung=f"blend of {sum(w > 0 for w in chosen.weights)}", left_seconds=round(left, 1))
     if priced_out:
         row["priced_out"] = priced_out
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
