@@ -244,13 +244,16 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
 
 def test_the_noise_of_a_lead_is_paired_and_narrows_with_more_texts():
     from sklearn.metrics import f1_score
-    from headswap.baseline.blend import confusion, lead_noise, macro_f1
+    from headswap.baseline.blend import lead_noise, macro_f1
+    from headswap.metrics import confusion_matrix as confusion
 
     rng = np.random.default_rng(4)
     y = rng.integers(0, 3, 4000)
     a = np.where(rng.random(4000) < 0.8, y, rng.integers(0, 3, 4000))
     b = np.where(rng.random(4000) < 0.1, rng.integers(0, 3, 4000), a)        # a with a tenth redrawn
     assert macro_f1(confusion(y, a, 3)) == pytest.approx(f1_score(y, a, average="macro"))
+    stack = confusion(np.stack([y[:50], y[50:100]]), np.stack([a[:50], b[50:100]]), 3)      # one per row
+    assert (stack[0] == confusion(y[:50], a[:50], 3)).all() and (stack[1] == confusion(y[50:100], b[50:100], 3)).all()
     assert lead_noise(a, a, y, 3) == 0.0                     # the same predictions: their lead never moves
     small, large = lead_noise(a[:400], b[:400], y[:400], 3), lead_noise(a, b, y, 3)
     assert 2.4 < small / large < 4.2                         # ten times the texts: about sqrt(10) narrower

@@ -160,8 +160,14 @@ def class_list(labels, limit: int = MATRIX_MAX_CLASSES, first: int = 8) -> str:
 
 
 def confusion_matrix(y_true, y_pred, num_classes: int) -> np.ndarray:
+    """Rows truth, columns prediction; for 2-D y_true and y_pred (a row of texts per matrix, as a bootstrap draws
+    them), a stack of matrices from one bincount."""
     y_true, y_pred = np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)
-    return np.bincount(y_true * num_classes + y_pred, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+    k2 = num_classes ** 2
+    if y_pred.ndim == 1:
+        return np.bincount(y_true * num_classes + y_pred, minlength=k2).reshape(num_classes, num_classes)
+    at = np.arange(len(y_pred))[:, None] * k2 + y_true * num_classes + y_pred
+    return np.bincount(at.ravel(), minlength=len(y_pred) * k2).reshape(len(y_pred), num_classes, num_classes)
 
 
 def default_positive_label(labels: list[str]) -> str | None:

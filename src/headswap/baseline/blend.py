@@ -61,23 +61,15 @@ def macro_f1(confusion: np.ndarray) -> np.ndarray:
     return np.mean(2 * hits / np.maximum(c.sum(-1) + c.sum(-2), 1), axis=-1)
 
 
-def confusion(truth: np.ndarray, pred: np.ndarray, k: int) -> np.ndarray:
-    """The k x k confusion matrix of integer labels, or a stack of them where truth and pred are 2-D (one row of
-    texts per matrix)."""
-    single = np.ndim(pred) == 1
-    truth, pred = np.atleast_2d(truth), np.atleast_2d(pred)
-    at = np.arange(len(truth))[:, None] * k * k + truth * k + pred
-    out = np.bincount(at.ravel(), minlength=len(truth) * k * k).reshape(len(truth), k, k)
-    return out[0] if single else out
-
-
 def lead_noise(a: np.ndarray, b: np.ndarray, y: np.ndarray, k: int, seed: int = 0, draws: int = DRAWS) -> float:
     """The bootstrap standard deviation of macro F1(a) - macro F1(b), two sets of predictions of the same texts
     `y`, resampled together (paired: what the two share does not count as noise)."""
+    from headswap.metrics import confusion_matrix
+
     rng, lead = np.random.default_rng(seed), []
     for start in range(0, draws, 100):          # 100 resamples at a time: CLINC150's 151 classes, 2.3M counts
         rows = rng.integers(0, len(y), size=(min(100, draws - start), len(y)))
-        lead.append(macro_f1(confusion(y[rows], a[rows], k)) - macro_f1(confusion(y[rows], b[rows], k)))
+        lead.append(macro_f1(confusion_matrix(y[rows], a[rows], k)) - macro_f1(confusion_matrix(y[rows], b[rows], k)))
     return float(np.std(np.concatenate(lead)))
 
 
@@ -95,12 +87,14 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
     that led with 0.7998 scored 0.7496 on test, after its blend lost out of fold 0.7917 to it. Against such a
     candidate the blend stays unless the candidate leads it by more than the bootstrap standard deviation of
     that lead (lead_noise)."""
+    from headswap.metrics import confusion_matrix
+
     probas = [np.asarray(p, dtype=np.float64) for p in probas]
     k = len(labels)
 
     def score(probs, idx) -> float:
         if metric == "macro_f1":      # score_logits' macro F1 (every label, 0 where unseen) at ~1% of its cost:
-            return float(macro_f1(confusion(y[idx], probs[idx].argmax(1), k)))     # thousands of blends are scored
+            return float(macro_f1(confusion_matrix(y[idx], probs[idx].argmax(1), k)))  # thousands of blends scored
         from headswap.train.loop import score_logits
         return float(score_logits(np.log(np.clip(probs[idx], 1e-12, 1)), y[idx], labels).score(metric))
 
@@ -116,6 +110,10 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
                 best = (s, list(counts))
         return best[1], best[0]
 
+    def alone(idx) -> int:
+        """The candidate that scores best alone on `idx` (ties: the earlier)."""
+        return max(range(len(probas)), key=lambda i: (score(probas[i], idx), -i))
+
     def mixed(counts, rows):
         return sum(c * p[rows] for c, p in zip(counts, probas) if c) / sum(counts)
 
@@ -128,15 +126,15 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
     for c in np.unique(y):             # stratified: each class dealt round the folds in a shuffled order
         members = rng.permutation(np.flatnonzero(y == c))
         fold[members] = (np.arange(len(members)) + rng.integers(FOLDS)) % FOLDS
-    blended, alone = np.empty_like(probas[0]), np.empty_like(probas[0])
+    blended, single = np.empty_like(probas[0]), np.empty_like(probas[0])
     for f in range(FOLDS):
         rest, here = np.flatnonzero(fold != f), fold == f
         blended[here] = mixed(greedy(rest)[0], here)
-        alone[here] = probas[max(range(len(probas)), key=lambda i: (score(probas[i], rest), -i))][here]
+        single[here] = probas[alone(rest)][here]
     noise = 0.0
-    if picked is not None and picked[max(range(len(probas)), key=lambda i: (score(probas[i], everything), -i))]:
-        noise = lead_noise(blended.argmax(1), alone.argmax(1), y, k, seed)
-    return Selection(counts, best, score(blended, everything), score(alone, everything), noise)
+    if picked is not None and picked[alone(everything)]:
+        noise = lead_noise(blended.argmax(1), single.argmax(1), y, k, seed)
+    return Selection(counts, best, score(blended, everything), score(single, everything), noise)
 
 
 def same_labels(a, b) -> bool:
