@@ -140,6 +140,8 @@ def test_an_encoder_winner_is_exported_to_onnx(world, monkeypatch):
     assert results["auto"]["winner"]["strategy"] == "encoder-mlp"
     assert results["auto"]["exported"] is True
     assert (root / "export" / "model" / "model.onnx").is_file()
+    shipping = results["auto"]["shipping"]      # what was kept to ship the encoder, and what shipping took
+    assert shipping["reserved_seconds"] > 0 and 0 < shipping["seconds"] <= shipping["left_seconds"]
     assert not (root / "export" / ".model-torch").exists()
     shipped = load_model(root / "export" / "model", progress=False)
     assert isinstance(shipped, TextClassifier) and shipped.runtime_ == "onnx"

@@ -6,8 +6,7 @@
    stratified, seeded tenth of the training texts is held out as validation), or one labelled file as train.
    test_fraction holds a stratified, seeded share of train out as test first; with no test split, nothing is
    scored on test. Test is read once, at the end.
-2. The TF-IDF + logistic-regression classifier (headswap.baseline.tfidf) always trains: it is the baseline and the
-   fallback when nothing else fits.
+2. The TF-IDF + logistic-regression baseline (headswap.baseline.tfidf) always trains: the fallback when nothing fits.
 3. The cost ladder (headswap.auto.ladder, run by headswap.auto.climb): `static`, then head-only rungs on frozen
    features (logistic regression, linear and MLP heads; one encoding pass per model), then fine-tuning, causal
    models last. Each rung's cost is estimated from a probe of a few batches per model and regime, corrected as the
@@ -235,6 +234,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
     # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
+    shipping = {"left_seconds": round(budget.left(), 1), "reserved_seconds": round(budget.ship, 1)}  # vs. "seconds"
     if blend and best is not baseline:
         best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log)
     if getattr(climb, "halving", None):
@@ -251,9 +251,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
         f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
     target, not_exported = ship(best, out, quantize, log)
-    summary.update(model_dir=str(target), exported=not_exported is None)
-    if not_exported:
-        summary["not_exported_because"] = not_exported
+    summary.update(model_dir=str(target), exported=not_exported is None, shipping=shipping,
+                   **({"not_exported_because": not_exported} if not_exported else {}))
     if test is None:
         log("no test set: the winner and the baseline are not scored on test")
         shipped = None
@@ -266,6 +265,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     gc.collect()
     results["rows"] += _test_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), test, validation,
                                   best_entry, candidates[0], specs, full, log)
+    shipping["seconds"] = round(shipping["left_seconds"] - budget.left(), 1)   # blend, save, export, score on test
     def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
         summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
         summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
