@@ -319,7 +319,7 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
 
 
 def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_took(monkeypatch):
-    """Exporting traces every block (MiniLM: 16-18 s on an idle 2-core machine) while MiniLM loads in under a
+    """Exporting traces every block (MiniLM: about 4 s on an idle 2-core machine) while MiniLM loads in under a
     second: the reserve counts the export by the body's blocks, for exportable strategies on encoders only."""
     import headswap.auto.ladder as ladder
     from headswap.auto.ladder import EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK, Rung

@@ -242,6 +242,44 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
     assert row["priced_out"][0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
 
 
+def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_while_shipping_them_does_not_fit(
+        monkeypatch):
+    """Shipping is priced on what the blend takes, not in the pool's order: the pool's second best, which the blend
+    does not want, must not use up the room that the one it wants needs."""
+    import types
+    from headswap.auto.budget import Budget
+    from headswap.auto.climb import Candidate
+    from headswap.auto.ship import blend_winner
+
+    texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
+    labels = ["spam"] * 30 + ["ham"] * 60
+    validation = types.SimpleNamespace(texts=texts[::3], labels=labels[::3])
+    models = [TfidfClassifier(C=c).fit(texts[k::2], labels[k::2]) for k, c in ((0, 1.0), (1, 0.1), (0, 0.01), (1, 1.0))]
+    entries = [{"model": f"m{i}", "model_name": f"m{i}", "strategy": "tfidf-logreg", "regime": "full", "rung": f"r{i}",
+                "validation_macro_f1": 0.9 - i / 10, "plan": f"rung {i}"} for i in range(4)]
+    baseline = TfidfClassifier().fit(texts, labels)
+    # 100 s left, 2 kept to the margin: room to ship two of the others (30 s each) beside the best, not three
+    climb = types.SimpleNamespace(
+        pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
+        budget=Budget(100.0, lambda: 0.0, 0.0, ship=30.0), costs=types.SimpleNamespace(reserve=lambda plan: 30.0))
+    offered = []
+
+    def wants(probas, y, labels, picked):     # the blend of all: the best 4 rounds, m1 1, m2 2, m3 3, TF-IDF none
+        names = [next((c.entry["model"] for c in climb.pool if np.array_equal(c.proba, p)), "tfidf") for p in probas]
+        offered.append(names)
+        counts = [{"m0": 4, "m1": 1, "m2": 2, "m3": 3}.get(n, 0) for n in names]
+        return headswap.baseline.blend.Selection(counts, 0.95, 0.95, 0.9)
+
+    monkeypatch.setattr(headswap.baseline.blend, "select", wants)
+    candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
+    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    assert offered == [["m0", "m1", "m2", "m3", "tfidf"], ["m0", "m2", "m3", "tfidf"]]   # m1, least weighted, left out
+    row = candidates[-1]
+    assert row["status"] == "ran" and [m["candidate"][:2] for m in row["members"]] == ["m0", "m2", "m3"]
+    assert len(row["priced_out"]) == 1 and row["priced_out"][0].startswith("m1 · tfidf-logreg · full · r1 (shipping")
+    assert [w for _, w in best.members_] == pytest.approx([4 / 9, 2 / 9, 3 / 9])
+
+
 def test_the_noise_of_a_lead_is_paired_and_narrows_with_more_texts():
     from sklearn.metrics import f1_score
     from headswap.baseline.blend import lead_noise, macro_f1
