@@ -110,6 +110,19 @@ def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
     assert climb.kept == [("full", k, f"probabilities of slice {k}") for k in (1, 2, 3)]
 
 
+def test_an_arm_that_takes_the_lead_is_the_one_whose_shipping_the_budget_keeps_room_for():
+    """The blend prices its other members beside the winner's own reserve: an arm that leads must set it (emotion's
+    arms took the lead from TF-IDF, and the blend was priced with nothing kept to ship the arm)."""
+    clock = Clock()
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    runner = Runner(clock, {"enc · encoder-mlp · full": [0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7]})
+    climb = climb_for(clock)
+    climb.costs.reserve = lambda r: 12.0 if r is rung else 0.0
+    compete(climb, ([(rung, {}, entry)], [entry]), clock=clock, folder="unused", runner=runner)
+    assert climb.best_entry is entry and climb.budget.ship == 12.0
+
+
 def test_a_leader_whose_score_saturates_ships_the_slice_that_ties_it_at_a_lower_validation_loss():
     """SMS spam: validation macro F1 reaches 1.0 in the first slice, and later slices can only tie it; the training
     loop keeps a tie at a lower validation loss, and auto ships that slice, not the first to reach 1.0."""

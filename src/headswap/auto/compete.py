@@ -317,6 +317,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                     clean_for_shipping(clf)
                     best_blob, climb.best = None, clf
                 climb.best_entry = entry
+                climb.budget.ship = c.reserve(jobs[name][0])     # the blend prices its other members beside it
             clf = None
             gc.collect()
         policy.finish()
