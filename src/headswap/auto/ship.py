@@ -98,12 +98,12 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         if budget.spare(ship=budget.ship + cost) < 0:        # not even beside the best alone
             priced_out.append(f"{label(c.entry)} (shipping it too: {duration(cost)})")
             continue
-        offered.append(Candidate(c.entry, c.loaded(), c.proba))
-        price.append(cost)
+        model = c.loaded()
+        if same_labels(best, model):       # (the baseline's labels were checked above)
+            offered.append(Candidate(c.entry, model, c.proba))
+            price.append(cost)
     offered.append(Candidate(candidates[0], baseline, baseline.predict_proba(validation.texts)))
     price.append(0.0)
-    fits = [k for k, c in enumerate(offered) if same_labels(best, c.model)]
-    offered, price = [offered[k] for k in fits], [price[k] for k in fits]
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels])
     while True:
