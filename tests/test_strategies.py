@@ -15,6 +15,7 @@ import pytest
 import torch
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
+from assertions import same_scores
 from tiny_models import make_tiny_causal, make_tiny_encoder
 from torch.testing import assert_close
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
@@ -139,6 +140,7 @@ def test_zero_shot_is_refused_for_untrained_heads(models, strategy):
 
 def test_sliced_head_equals_full_lm_head(models):
     clf = make("slm-logits", models, epochs=0, prefix_cache=False).fit(X, Y)   # default regime lora: fresh adapters are a no-op
+    clf.module_.cpu()       # fitted on a GPU where there is one; compared here with the reference LM on the CPU
     texts = ["win cash now call this number", "ok", "running late sorry"]
     batch = clf.encoder_.collate(clf.encoder_.encode(texts))
     mask = batch["attention_mask"]
@@ -328,7 +330,7 @@ def test_save_load_roundtrip(trained, tmp_path, strategy):
     assert strategy in (out / "README.md").read_text()
     loaded = TextClassifier.load(out, progress=False)
     assert loaded.strategy == strategy and list(loaded.classes_) == ["ham", "spam"]
-    np.testing.assert_allclose(loaded.predict_proba(texts), before, atol=1e-6, rtol=0)
+    same_scores(loaded.predict_proba(texts), before, atol=1e-6)
     assert list(loaded.predict(texts)) == list(clf.predict(texts))
 
 
@@ -487,6 +489,7 @@ def test_cross_encoder_runs_k_passes_per_text(models):
     y = ["spam", "ham", "eggs"] * 4
     desc = {"spam": "unwanted advertising", "ham": "a normal personal message", "eggs": "something about food"}
     clf = make("cross-encoder", models, descriptions=desc).fit(X, y)
+    clf.module_.cpu()       # fitted on a GPU where there is one; the batches built here are on the CPU
     labels = list(clf.classes_)
     k, texts = len(labels), X[:4]
     batch = clf.encoder_.collate(clf.encoder_.encode(texts))

@@ -35,7 +35,7 @@ def test_a_full_fine_tune_starts_from_the_frozen_head_that_fits_and_at_its_score
     for k, v in clf.module_.head.state_dict().items():
         assert torch.equal(v.cpu(), _state(mlp)[k].cpu()), k
     # the whole module now predicts as the frozen rung did: its body is the same pretrained one
-    clf.module_.eval()
+    clf.module_.eval().cpu()      # built on the GPU where there is one; the batch is on the CPU
     batch = clf.encoder_.collate(clf.encoder_.encode(TEXTS[:12]))
     batch.pop("labels", None)
     with torch.inference_mode():
