@@ -367,3 +367,32 @@ def test_the_room_kept_for_a_second_blended_model_goes_to_the_arms_when_no_arm_f
         assert any("room kept to ship a second blended model" in line for line in said)
         if runs:
             assert climb.best_entry is entry and clock.now <= budget - 140.0
+
+
+def test_the_room_kept_to_ship_an_arm_that_was_not_admitted_goes_to_the_arms_that_were():
+    """A causal arm whose first slice fits (so _reserve counts its 150 s to ship) but that halving does not admit
+    beside the encoder arm cannot win: the arms then share what is left less the encoder's 30 s to ship, not
+    the causal arm's 150 s (on CLINC150 the blend began with 150 s left, twice a SmolLM2 arm's reserve)."""
+    from headswap.auto.compete import _reserve
+
+    class Two(Costs):
+        def epoch_seconds(self, rung):       # the causal arm's least slice, 5 s + a quarter of 1000 s, is under the
+            return 1000.0 if rung.kind == "causal" else 100.0     # 300 s cap; a judged epoch of it does not fit
+
+        def reserve(self, rung):
+            return 150.0 if rung.kind == "causal" else 30.0
+
+    clock = Clock()
+    enc, lm = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("lm", "causal", "slm-logits", "lora", 1)
+    entries = [{"model": m, "model_name": m, "strategy": r.strategy, "regime": r.regime, "rung": r.regime}
+               for m, r in (("enc", enc), ("lm", lm))]
+    runner = Runner(clock, {"enc · encoder-mlp · full": [0.6 + i / 100 for i in range(30)]})
+    climb = climb_for(clock)
+    climb.costs, said = Two(), []
+    climb.log = said.append
+    plans = [(enc, {}, entries[0]), (lm, {}, entries[1])]
+    assert _reserve(climb, plans) == 150.0
+    compete(climb, (plans, entries), clock=clock, folder="unused", runner=runner)
+    assert set(runner.started) == {"enc · encoder-mlp · full"}, said
+    assert any("goes to the 1 that were" in line for line in said), said
+    assert 900.0 - 150.0 < clock.now <= 900.0 - 30.0, (clock.now, said)

@@ -258,16 +258,30 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             jobs[name] = (rung, settings, entry)
         return Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds), jobs
 
+    second = True
     room = _arms_room(climb, plans)
     policy, jobs = halving(room)
     if not policy.queue and getattr(climb, "blends", False):
         # The room kept to ship a second blended model is worth less than an arm: at 5 minutes on GermEval 2018 no
         # arm got a first slice beside it (e5's cheapest needed 55 s, 21 s were left) and the run used 77% of its
         # budget. blend_winner offers another candidate only while the time left pays for shipping it.
-        room = _arms_room(climb, plans, second=False)
+        second, room = False, _arms_room(climb, plans, second=False)
         log(f"  no arm's first slice fits beside the room kept to ship a second blended model: that room goes to "
             f"the arms")
         policy, jobs = halving(room)
+    admitted = [p for p in plans if p[2].get("arm") in policy.queue]
+    if admitted and len(admitted) < len(plans) and _arms_room(climb, admitted, second) > room:
+        # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
+        # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
+        # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
+        wider = _arms_room(climb, admitted, second)
+        again, again_jobs = halving(wider)
+        chosen = [p for p in plans if p[2].get("arm") in again.queue]
+        if chosen and _reserve(climb, chosen) <= _reserve(climb, admitted):
+            log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
+            room, policy, jobs = wider, again, again_jobs
+        else:
+            policy, jobs = halving(room)
     log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
         f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}
