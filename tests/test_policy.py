@@ -204,14 +204,18 @@ def test_a_slice_measured_slower_than_its_estimate_plans_the_next_for_the_rate_i
     assert policy.arms[s.arm].progress == pytest.approx(s.target / 2)
 
 
-def test_a_leader_stops_on_a_plateau_only_after_an_epoch_without_gain():
-    """Patience is in epochs: a leader whose half-epoch slices fail to improve twice in a row stops, not after one."""
+def test_a_leader_stops_on_a_plateau_only_after_its_patience_in_epochs_without_gain():
+    """Patience is in epochs: a leader whose half-epoch slices fail to improve stops after PATIENCE_EPOCHS of them
+    (four slices), not after one."""
+    from headswap.auto.policy import PATIENCE_EPOCHS
+
     clock = Clock()
     policy = Halving([Arm("only", 100.0, 5.0)], 10000.0, clock)
-    scores = iter([0.80, 0.85, 0.85, 0.85, 0.85])
+    n = int(PATIENCE_EPOCHS / 0.5)      # the slices without gain that patience allows
+    scores = iter([0.80, 0.85] + [0.85] * (n + 2))
     progress = 0.0
     stopped_at = None
-    for i in range(5):
+    for i in range(n + 4):
         [s] = policy.ask() or [None]
         if s is None:
             stopped_at = i
@@ -220,8 +224,8 @@ def test_a_leader_stops_on_a_plateau_only_after_an_epoch_without_gain():
         progress += 0.5
         policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0)
     arm = policy.arms["only"]
-    assert arm.kind == "plateau" and arm.progress == pytest.approx(2.0) and stopped_at == 4
-    assert "1.0 epochs without beating 0.8500" in arm.why
+    assert arm.kind == "plateau" and arm.progress == pytest.approx(1.0 + PATIENCE_EPOCHS) and stopped_at == n + 2
+    assert f"{PATIENCE_EPOCHS:.1f} epochs without beating 0.8500" in arm.why and PATIENCE_EPOCHS >= 2
 
 
 def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
