@@ -283,3 +283,31 @@ def test_an_out_of_scope_label_no_text_has_is_named(enc, caplog):
     assert len(said) == 1 and "(the data has 'oos', which differs only in case or spaces)" in said[0], said
     assert unseen_label_note("oos", LABELS + VAL_LABELS) is None and unseen_label_note(None, LABELS) is None
     assert "differs" not in unseen_label_note("none", LABELS)
+
+
+def test_too_few_out_of_scope_validation_texts_for_a_recall_target_are_said_once_with_their_error(enc, caplog):
+    """auto on CLINC150 tuned out-of-scope recall 0.8 on the 10 out-of-scope texts it held out, and test's 100 read
+    0.42: a recall target on so few texts is warned of (once), noted on the model and in auto's warnings."""
+    import logging
+    import types
+
+    from headswap.auto.main import _data_warnings
+    from headswap.classifier.reject_option import few_out_of_scope_note
+    from headswap.data.once import _warned
+
+    assert "about 13%" in few_out_of_scope_note("oos", 10, 0.8)         # sqrt(0.8 * 0.2 / 10)
+    assert few_out_of_scope_note("oos", 100, 0.8) is None                  # 4%: within the bound
+    _warned.discard(("few out of scope", "oos", 3))
+    with caplog.at_level(logging.WARNING):
+        clf = TextClassifier(model=str(enc), epochs=1, progress=False, out_of_scope="oos", reject_metric="oos_recall",
+                             reject_target=0.8, reject_score="softmax")
+        for _ in range(2):
+            clf.fit(TEXTS, LABELS, VAL_TEXTS, VAL_LABELS)
+    said = [r.getMessage() for r in caplog.records if "out-of-scope texts ('oos')" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("validation holds 3 out-of-scope texts ('oos')"), said
+    assert said[0] in clf.notes_
+    split = types.SimpleNamespace
+    settings = {"out_of_scope": "oos", "reject_metric": "oos_recall", "reject_target": 0.8}
+    assert _data_warnings(split(labels=LABELS), split(labels=VAL_LABELS), settings) == said
+    assert _data_warnings(split(labels=LABELS), split(labels=VAL_LABELS),
+                          {**settings, "reject_metric": "in_scope_accuracy"}) == []

@@ -379,22 +379,22 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
 
 
 def _data_warnings(train, validation, settings: dict) -> list[str]:
-    """What makes the winner's choice weak, said plainly: an out-of-scope label no text has, validation texts of
-    one class."""
+    """What makes the winner's choice weak, said plainly: an out-of-scope label no text has, too few out-of-scope
+    validation texts for a recall target (each rung's fit would say these two again), one class in validation."""
     from headswap.data.once import said
-    from headswap.classifier.reject_option import unseen_label_note
+    from headswap.classifier.reject_option import few_out_of_scope_note, unseen_label_note
 
-    note = unseen_label_note(settings.get("out_of_scope"), list(train.labels) + list(validation.labels))
-    if note:
-        said(("unseen out of scope", settings["out_of_scope"]))     # each rung's fit would say it again
-    lines = [note] if note else []
-    classes = sorted(set(validation.labels) - {settings.get("out_of_scope")})
-    if len(classes) > 1:
+    oos, labels = settings.get("out_of_scope"), list(validation.labels)
+    lines = [unseen_label_note(oos, list(train.labels) + labels)]
+    if settings.get("reject_metric") == "oos_recall" and labels.count(oos):
+        lines.append(few_out_of_scope_note(oos, labels.count(oos), settings["reject_target"]))
+    for key in (("unseen out of scope", oos), ("few out of scope", oos, labels.count(oos))):
+        said(key)
+    lines, classes = [line for line in lines if line], sorted(set(labels) - {oos})
+    if len(classes) != 1:
         return lines
-    n = len(validation)
-    return lines + [f"validation holds {n} text{'s' if n != 1 else ''}, all of one class ({classes[0]!r}"
-                    + (f" besides out-of-scope {settings['out_of_scope']!r}" if n > validation.labels.count(classes[0])
-                       else "")
+    return lines + [f"validation holds {len(labels)} text{'s' if len(labels) != 1 else ''}, all of one class "
+                    f"({classes[0]!r}" + (f" besides out-of-scope {oos!r}" if oos in labels else "")
                     + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, "
                       "so the winner is picked on little; give a validation.csv with texts of every class"]
 
