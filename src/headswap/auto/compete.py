@@ -270,11 +270,11 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             f"the arms")
         policy, jobs = halving(room)
     admitted = [p for p in plans if p[2].get("arm") in policy.queue]
-    if admitted and len(admitted) < len(plans) and _arms_room(climb, admitted, second) > room:
+    wider = _arms_room(climb, admitted, second) if admitted and len(admitted) < len(plans) else room
+    if wider > room:
         # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
         # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
         # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
-        wider = _arms_room(climb, admitted, second)
         again, again_jobs = halving(wider)
         chosen = [p for p in plans if p[2].get("arm") in again.queue]
         if chosen and _reserve(climb, chosen) <= _reserve(climb, admitted):
