@@ -69,7 +69,8 @@ class Runner:
         score = self.scores[name].pop(0)
         clf = types.SimpleNamespace(slice=len(self.started), score=score, set_params=lambda **kw: None)
         result = {"points": [(took, score)], "history_length": seen + 1, "finished": False,
-                  "validation_proba": f"probabilities of slice {len(self.started)}"}
+                  "validation_proba": f"probabilities of slice {len(self.started)}",
+                  "validation_probas": [f"validation in slice {len(self.started)}"]}
         before = self.best.get(name)
         result["better"] = self.better[name].pop(0) if name in self.better else before is None or score > before
         self.best[name] = score if before is None else max(before, score)
@@ -88,11 +89,11 @@ class Runner:
 
 def climb_for(clock, budget=900.0):
     baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
-    kept = []      # what the arms offered the blend (Climb.keep): (arm, slice, probabilities)
+    kept = []      # what the arms offered the blend (Climb.keep): (arm, slice, probabilities, those picked among)
     return types.SimpleNamespace(
         costs=Costs(), budget=Budget(budget, clock, 0.0), settings={}, entries=[], best=None, best_entry=baseline,
         heads={}, log=lambda msg: None, train=None, validation=None, misfit=set(), kept=kept,
-        keep=lambda entry, model, proba: kept.append((entry["rung"], model.slice, proba)))
+        keep=lambda entry, model, proba, picked_from: kept.append((entry["rung"], model.slice, proba, picked_from)))
 
 
 def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
@@ -107,7 +108,10 @@ def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
     assert climb.best_entry is entry and entry["validation_macro_f1"] == 0.8
     assert climb.best.score == 0.8 and climb.best.slice == 3      # the slice that reached 0.8, not the first
     # each slice that improved the arm is offered to the blend with its validation probabilities, and no other
-    assert climb.kept == [("full", k, f"probabilities of slice {k}") for k in (1, 2, 3)]
+    assert [k[:3] for k in climb.kept] == [("full", k, f"probabilities of slice {k}") for k in (1, 2, 3)]
+    # the kept weights were picked among every slice's validations, those of the slices that did not improve too
+    assert climb.kept[-1][3] == [f"validation in slice {k}" for k in range(1, len(runner.started) + 1)]
+    assert len(runner.started) > 3
 
 
 def test_an_arm_that_takes_the_lead_is_the_one_whose_shipping_the_budget_keeps_room_for():

@@ -112,6 +112,30 @@ def test_interrupted_run_resumes_to_the_same_result(data, reference, tmp_path):
     _same_weights(weights, ref_weights)
     assert _history(result) == _history(ref_result)
     assert (result.best_epoch, result.best_score) == (ref_result.best_epoch, ref_result.best_score)
+    # the validations this call made, epochs 3 and 4, the same logits as the uninterrupted run's
+    assert len(result.eval_logits) == 2
+    for mine, theirs in zip(result.eval_logits, ref_result.eval_logits[2:]):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
+
+
+def test_every_validations_logits_are_kept_and_the_kept_epochs_are_among_them(data, reference):
+    """auto's blend checks out of fold the pick of the kept weights among all a run's validations: the loop hands
+    back each one's logits, in order, and the kept epoch's are those it picked."""
+    result, _ = reference
+    labels = torch.tensor([y for _, y in data[1]])
+    assert len(result.eval_logits) == len(result.history) == 4
+    for logits, h in zip(result.eval_logits, result.history):
+        assert (logits.argmax(1) == labels).float().mean().item() == pytest.approx(h.score)
+    assert torch.equal(result.eval_logits[result.best_epoch - 1], result.best_eval_logits)
+    assert "eval_logits" not in result.to_dict() and result.to_dict()["best_epoch"] == result.best_epoch
+
+
+def test_past_their_byte_cap_no_validations_logits_are_kept(data, monkeypatch):
+    import headswap.train.loop
+
+    monkeypatch.setattr(headswap.train.loop, "KEEP_EVAL_LOGITS_BYTES", 2.5 * len(data[1]) * 2 * 4)   # 2.5 validations
+    result, _ = _run(data)
+    assert result.eval_logits == [] and result.best_eval_logits is not None and len(result.history) == 4
 
 
 def test_resuming_a_finished_run_trains_nothing_and_returns_the_same_model(data, reference, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from headswap.auto.budget import Budget
@@ -26,10 +26,13 @@ POOL = 5
 @dataclass
 class Candidate:
     """A trained candidate kept for the blend: its row of the report (entry), the model (an arm on Ray comes back
-    as bytes, loaded only when the blend takes it up) and its probabilities on every validation text."""
+    as bytes, loaded only when the blend takes it up) and its probabilities on every validation text: those of the
+    kept weights, and `picked_from`, those of every validation they were picked among (an arm's, over all its
+    slices; empty where nothing was picked), which the blend checks out of fold."""
     entry: dict
     model: object
     proba: object
+    picked_from: list = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -88,13 +91,14 @@ class Climb:
         self.blends = False   # whether the winner may ship blended (the arms then leave room to ship a second model)
         self.pool: list[Candidate] = []    # the POOL best on validation, best first
 
-    def keep(self, entry: dict, model, proba) -> None:
+    def keep(self, entry: dict, model, proba, picked_from: list | None = None) -> None:
         """Keep a candidate for the blend (its latest best replaces what it kept before); only the POOL best on
         validation stay. One without probabilities for every validation text (an out-of-scope model's leave its
-        rejected texts out) is not kept."""
+        rejected texts out) is not kept. `picked_from` is held, not copied: an arm's later slices add to it."""
         if model is None or proba is None or len(proba) != len(self.validation):
             return
-        self.pool = [c for c in self.pool if c.entry is not entry] + [Candidate(entry, model, proba)]
+        picked_from = picked_from if picked_from is not None else []
+        self.pool = [c for c in self.pool if c.entry is not entry] + [Candidate(entry, model, proba, picked_from)]
         self.pool.sort(key=lambda c: -c.score)
         del self.pool[POOL:]
 
@@ -264,7 +268,7 @@ class Climb:
                     self.heads.setdefault((rung.model, rung.strategy), []).append(
                         (entry["validation_macro_f1"], label(entry),
                          {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
-            self.keep(entry, clf, getattr(clf, "validation_proba_", None))
+            self.keep(entry, clf, getattr(clf, "validation_proba_", None), getattr(clf, "validation_probas_", None))
             if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
                 self.best, self.best_entry = clf, entry
                 self.budget.ship = self.costs.reserve(rung)

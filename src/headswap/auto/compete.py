@@ -285,6 +285,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
         f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}
+    validated: dict[str, list] = {}      # each arm's probabilities at every validation of its slices
     best_blob = None
     try:
         while True:
@@ -301,6 +302,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             name, clf, result = runner.wait()
             start = policy.running[name].start
             seen[name] = result.get("history_length", seen.get(name, 0))
+            validated.setdefault(name, []).extend(result.get("validation_probas") or [])
             before = policy.arms[name].best
             policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
                           finished=result.get("finished", False), node=result.get("node"),
@@ -322,7 +324,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
             improved = result.get("better", False)
             if improved and arm.best is not None:
-                climb.keep(entry, clf, result.get("validation_proba"))
+                climb.keep(entry, clf, result.get("validation_proba"), validated[name])
             ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
             if clf is not None and improved and ahead:
                 if isinstance(clf, bytes):

@@ -80,6 +80,7 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
                  "better": better_than(*_best(history[seen:]), *_best(history[:seen])),
                  "notes": list(clf.notes_), "started_from": getattr(clf, "started_from_", None),
                  "validation_proba": getattr(clf, "validation_proba_", None),
+                 "validation_probas": getattr(clf, "validation_probas_", None) or [],
                  "seconds": time.perf_counter() - t0}
 
 

@@ -89,7 +89,8 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
     left = budget.left()      # recorded: whether the arms left the room they kept for a second member
     mine = next((c for c in climb.pool if c.entry is entry), None)
-    offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts))]
+    offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts),
+                         mine.picked_from if mine is not None else [])]
     price, priced_out = [0.0], []
     for c in climb.pool:
         if c is mine:
@@ -100,16 +101,16 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
             continue
         model = c.loaded()
         if same_labels(best, model):       # (the baseline's labels were checked above)
-            offered.append(Candidate(c.entry, model, c.proba))
+            offered.append(Candidate(c.entry, model, c.proba, c.picked_from))
             price.append(cost)
     offered.append(Candidate(candidates[0], baseline, baseline.predict_proba(validation.texts)))
     price.append(0.0)
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels])
     while True:
-        # an arm's probabilities are of the checkpoint that led validation among its many (select: `picked`)
-        chosen = select([np.asarray(c.proba)[:, columns(best, c.model)] for c in offered], y, list(index),
-                        picked=[bool(c.entry.get("halving")) for c in offered])
+        cols = [columns(best, c.model) for c in offered]
+        chosen = select([np.asarray(c.proba)[:, k] for c, k in zip(offered, cols)], y, list(index),
+                        picked_from=[[np.asarray(q)[:, k] for q in c.picked_from] for c, k in zip(offered, cols)])
         dear = [k for k, w in enumerate(chosen.weights) if w > 0 and price[k] > 0]
         if not chosen.kept or not dear or budget.spare(ship=budget.ship + sum(price[k] for k in dear)) >= 0:
             break
@@ -121,22 +122,18 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     names = [label(c.entry) if c.entry is not candidates[0] else "TF-IDF" for c in offered]
     row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
                validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
-               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold, out_of_fold_noise=chosen.noise,
+               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
                members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
                rung=f"blend of {sum(w > 0 for w in chosen.weights)}", left_seconds=round(left, 1))
     if priced_out:
         row["priced_out"] = priced_out
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
     folds = ("" if chosen.out_of_fold is None else
-             f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}"
-             + (f" (a checkpoint picked on validation: the blend stays unless that leads it by more than "
-                f"{chosen.noise:.4f}, the noise of that lead)" if chosen.noise else ""))
+             f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}")
     line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
     candidates.append(row)
     if not chosen.kept:
-        row["reason"] = (f"{line}; " + ("the best alone led it by more than that" if chosen.noise else
-                                         "not better than the best alone out of fold")
-                         if chosen.out_of_fold is not None
+        row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
                          else "no blend scored higher on validation than the winner alone")
         log(f"  blend not kept: {row['reason']}")
         return best, entry

@@ -242,8 +242,12 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 oos.fit_statistics(self, train_items, item_targets)
             logits = self._validation_logits(windows, logits, y_val)
             self._calibrate(logits, y_val, oos_texts=data.val_outside, texts=data.val.texts)
-            # what predict_proba gives the validation texts, free here: auto blends candidates on it
-            self.validation_proba_ = self.temperature_step_.apply(np.asarray(logits, dtype=np.float32))
+            # what predict_proba gives the validation texts, free here: auto blends candidates on it, and checks
+            # out of fold the pick of the kept weights among every validation's (validation_probas_)
+            proba = self.temperature_step_.apply
+            self.validation_proba_ = proba(np.asarray(logits, dtype=np.float32))
+            self.validation_probas_ = [proba(np.asarray(per_text(l, windows, self.chunk_aggregate_), np.float32))
+                                       for l in result.eval_logits]
 
     def _on_features(self, train_items, val_items):
         from headswap.nn.inference import cached_features

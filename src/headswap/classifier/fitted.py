@@ -39,6 +39,7 @@ class Fitted:
     distillation: dict | None = None      # a student's record of its teacher (headswap.jobs.distill); saved when set
     parent: dict | None = None            # the model it trained on from (headswap.classifier.init_from); saved when set
     validation_proba: np.ndarray | None = None   # predict_proba on the validation texts (in-scope), at fit; not saved
+    validation_probas: list | None = None   # the same at each validation the kept weights were picked among; not saved
 
     SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
     STEPS = ("temperature_step", "thresholds_step", "reject_step")

@@ -35,7 +35,8 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
                       class_weight: Sequence[float] | None = None, eval_items: Sequence[dict] | None = None,
                       score: Callable[[torch.Tensor], float] | None = None, log: Callable[[str], None] | None = None):
     """Fit `head` (in place) on items {"features", "label"}; with eval_items and score(logits) -> float, the
-    strength C is chosen from C_GRID by that score. Returns (history entries, best entry index, best eval logits)."""
+    strength C is chosen from C_GRID by that score. Returns (history entries, best entry index, best eval logits,
+    every C's eval logits)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
@@ -50,7 +51,7 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
     xs = scaler.transform(x)
     weights = None if class_weight is None else {c: float(w) for c, w in enumerate(class_weight)}
     val = None if not eval_items or score is None else torch.stack([it["features"] for it in eval_items]).float()
-    history, best, best_logits, best_state = [], None, None, None
+    history, best, best_logits, best_state, every = [], None, None, None, []
     # Strong to weak regularisation, each fit starting from the last one's weights (warm_start): on 13,590 texts of
     # 151 classes each cold L-BFGS fit took minutes, a warm one a fraction of that.
     lr = LogisticRegression(max_iter=300, class_weight=weights, random_state=seed, warm_start=True)
@@ -72,6 +73,7 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
             with torch.no_grad():      # the head sits where it trains (a GPU), the features where they were kept
                 logits = head(val.to(head.weight.device)).cpu()
             entry.metrics, entry.score = score(logits)
+            every.append(logits)
         history.append(entry)
         if log:
             val_txt = f", validation {entry.score:.4f}" if entry.score is not None else ""
@@ -82,7 +84,7 @@ def fit_logistic_head(head: torch.nn.Linear, train_items: Sequence[dict], seed: 
     with torch.no_grad():
         head.weight.copy_(best_state[0])
         head.bias.copy_(best_state[1])
-    return history, best, best_logits
+    return history, best, best_logits, every
 
 
 def _dense(lr, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,9 +114,10 @@ def train_logistic(module, train_items: Sequence[dict], cfg, eval_items=None, ev
         return m.to_dict(), m.score(cfg.metric)
 
     t0 = time.perf_counter()
-    history, best, best_logits = fit_logistic_head(module.head, train_items, cfg.seed, cfg.class_weight, eval_items,
+    history, best, best_logits, every = fit_logistic_head(module.head, train_items, cfg.seed, cfg.class_weight, eval_items,
                                                    score if eval_items is not None else None, log)
     seconds = time.perf_counter() - t0
     trainable = sum(p.numel() for p in module.head.parameters())
     return TrainResult(history, history[best].epoch, history[best].score, seconds, trainable,
-                       len(train_items) / seconds if seconds > 0 else 0.0, best_eval_logits=best_logits)
+                       len(train_items) / seconds if seconds > 0 else 0.0, best_eval_logits=best_logits,
+                       eval_logits=every)

@@ -21,7 +21,7 @@ import copy
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -42,6 +42,9 @@ from headswap.train.checkpoint import EpochLog, Run, rng_state, set_rng_state
 from headswap.metrics import Metrics, metrics_from_logits, multi_label_metrics
 
 logger = logging.getLogger(__name__)
+# Every validation's logits are kept for the caller (auto's blend check) up to this many bytes in all; past it none
+# are (CLINC150's 1,510 held-out texts of 151 classes: 0.9 MB a validation).
+KEEP_EVAL_LOGITS_BYTES = 256 * 2**20
 _HF_SCHEDULE = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
 
@@ -82,9 +85,13 @@ class TrainResult:
     resumed_epoch: int = 0    # epochs restored from a checkpoint instead of trained in this call
     best_eval_logits: torch.Tensor | None = None   # validation logits of the kept epoch, when this call computed them
     stopped: str | None = None     # why training ended before its last epoch (time_limit), None when it did not
+    # every validation's logits in this call, in order: the kept epoch was picked among them (auto's blend checks
+    # that pick out of fold, headswap.baseline.blend.select); none past KEEP_EVAL_LOGITS_BYTES
+    eval_logits: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "best_eval_logits"}
+        out = asdict(replace(self, best_eval_logits=None, eval_logits=[]))     # the logits are not copied
+        return {k: v for k, v in out.items() if k not in ("best_eval_logits", "eval_logits")}
 
 
 def _param_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
@@ -252,19 +259,23 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
                                                                 device=accelerator.device)
     steps_per_epoch = len(loader)
     run.begin(model, optimizer, scheduler, steps_per_epoch)
-    best_logits, start = None, time.perf_counter()
+    best_logits, eval_logits, start = None, [], time.perf_counter()
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
     stopped = None     # why training ended before its last epoch (the time limit), for the log and the result
 
     def validated(entry: EpochLog) -> bool:
         """Score the model on the validation items into `entry`, record it; True when it is the best so far."""
-        nonlocal best_logits
+        nonlocal best_logits, eval_logits
         logits = None
         if eval_items is not None:
             logits = predict_logits(model, eval_items, collate, cfg.eval_batch_size, accelerator)
             per = eval_per_text(logits) if eval_per_text else logits
             m = score_logits(per, eval_labels, label_names, positive_label)
             entry.metrics, entry.score = m.to_dict(), m.score(cfg.metric)
+            if eval_logits is not None:
+                eval_logits.append(logits)
+                if sum(t.numel() * t.element_size() for t in eval_logits) > KEEP_EVAL_LOGITS_BYTES:
+                    eval_logits = None      # a long run on a large validation set: none rather than a growing heap
             if np.ndim(eval_labels) == 1:
                 entry.val_loss = float(F.cross_entropy(torch.as_tensor(per).float(), torch.as_tensor(eval_labels)))
         best = run.record(entry)
@@ -343,7 +354,7 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
         n_train = len(train_items) * (cfg.epochs - run.resumed_epoch) - min(run.skipped, len(train_items))
     return TrainResult(run.history, run.best_epoch, run.best_score, train_seconds, trainable,
                        n_train / train_seconds if train_seconds > 0 else 0.0, resumed_epoch=run.resumed_epoch,
-                       best_eval_logits=best_logits, stopped=stopped)
+                       best_eval_logits=best_logits, stopped=stopped, eval_logits=eval_logits or [])
 
 
 def score_logits(logits, labels, label_names, positive_label="auto"):
