@@ -98,6 +98,11 @@ def test_only_the_winner_and_the_baseline_are_scored_on_test(full_run):
     assert all("macro_f1" not in c and "confusion" not in c for c in results["auto"]["candidates"])
     saved = json.loads((out / "results.json").read_text())
     assert saved["auto"]["winner"] == winner
+    # the lean of its decisions is tuned on the winner's own validation probabilities (their argmax scores what the
+    # winner scored on validation); a TF-IDF winner ships its argmax
+    d = results["auto"].get("decisions")
+    assert d is None if winner["model_name"] == "tfidf" else (
+        d["argmax_macro_f1"] == pytest.approx(winner["validation_macro_f1"]) and d["kept"] == ("balance" in winner))
     md = (out / "results.md").read_text()
     assert "## The ladder" in md and "## Test set" in md and "tiny-causal · encoder-mlp" in md
 

@@ -14,6 +14,7 @@ from tiny_models import make_tiny_encoder
 
 import headswap.auto.climb
 import headswap.baseline.blend
+import headswap.decisions.balance
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
 from headswap.baseline.blend import Blend, select
@@ -200,6 +201,13 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
         return headswap.baseline.blend.Selection([3] + [0] * (len(probas) - 2) + [2], 0.95, 0.93, 0.9)
 
     monkeypatch.setattr(headswap.baseline.blend, "select", prefer_a_blend)
+    leaned = []
+
+    def lean(probs, y, prior):           # and held-out folds prefer its decisions leaned (tau 0.8)
+        leaned.append((np.asarray(probs), np.asarray(prior)))
+        return headswap.decisions.balance.Tuning(0.8, 0.9, 0.95, 0.93)
+
+    monkeypatch.setattr(headswap.decisions.balance, "tune", lean)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "blend", progress=False,
                    log=lambda _: None, more_epochs=False, lr_search=False)
     a = results["auto"]
@@ -211,6 +219,13 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     shipped = load_model(root / "blend" / "model", progress=False)
     assert isinstance(shipped, Blend) and shipped.weights == pytest.approx([0.6, 0.4])
     assert shipped.model_.runtime_ == "onnx"
+    # the lean was tuned on the blend's validation probabilities, by the training texts' class shares
+    (probs, prior), = leaned
+    assert probs.shape == (15, 2) and np.allclose(probs.sum(1), 1) and prior.sum() == pytest.approx(1)
+    assert shipped.balance_step_.balance == {"tau": 0.8, "prior": pytest.approx(prior.tolist())}
+    assert a["decisions"]["kept"] and a["winner"]["balance"] == {"tau": 0.8}
+    assert ("Its decisions are leaning toward the rarer classes (tau 0.8): validation macro F1 0.9000 with the "
+            "argmax, 0.9500 leaning, 0.9300 out of fold.") in (root / "blend" / "results.md").read_text()
     test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
     row = next(r for r in results["rows"] if r["winner"])
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
@@ -236,7 +251,7 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
     monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels, picked_from: offered.append(len(probas)) or
                         headswap.baseline.blend.Selection([1] + [0] * (len(probas) - 1), 0.9, None, None))
     candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
-    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    best, entry, _ = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert best is models[0] and entry is entries[0]          # nothing blended: the best alone stays
     assert offered == [3]       # the best, the candidate whose shipping fits (10 s of 100), TF-IDF
     row = candidates[-1]
@@ -275,7 +290,7 @@ def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_whi
 
     monkeypatch.setattr(headswap.baseline.blend, "select", wants)
     candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
-    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    best, entry, _ = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert offered == [["m0", "m1", "m2", "m3", "tfidf"], ["m0", "m2", "m3", "tfidf"]]   # m1, least weighted, left out
     row = candidates[-1]
     assert row["status"] == "ran" and [m["candidate"][:2] for m in row["members"]] == ["m0", "m2", "m3"]
@@ -285,7 +300,7 @@ def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_whi
 
 def test_macro_f1_of_a_stack_of_confusions_is_scikit_learns():
     from sklearn.metrics import f1_score
-    from headswap.baseline.blend import macro_f1
+    from headswap.metrics import macro_f1
     from headswap.metrics import confusion_matrix as confusion
 
     rng = np.random.default_rng(4)
@@ -303,7 +318,7 @@ def picked_fine_tune(seed, n=450, k=12, lean=0.7):
     """A fine-tune validated k times on n texts (each validation right on 93% of the texts, independently, and on
     45% of the quarter that every one finds hard), its kept weights the validation best on all n, and a TF-IDF model
     that leans the right way (`lean`) on that hard quarter and is noise elsewhere."""
-    from headswap.baseline.blend import macro_f1
+    from headswap.metrics import macro_f1
     from headswap.metrics import confusion_matrix
 
     rng = np.random.default_rng(seed)

@@ -170,6 +170,14 @@ def confusion_matrix(y_true, y_pred, num_classes: int) -> np.ndarray:
     return np.bincount(at.ravel(), minlength=len(y_pred) * k2).reshape(len(y_pred), num_classes, num_classes)
 
 
+def macro_f1(confusion: np.ndarray) -> np.ndarray:
+    """Macro F1 of a confusion matrix (rows truth, columns prediction) or of a stack of them: every label, 0 for one
+    neither present nor predicted, as score_logits counts it."""
+    c = np.asarray(confusion)
+    hits = np.diagonal(c, axis1=-2, axis2=-1)
+    return np.mean(2 * hits / np.maximum(c.sum(-1) + c.sum(-2), 1), axis=-1)
+
+
 def default_positive_label(labels: list[str]) -> str | None:
     """For two classes, the second in order (sorted ['ham', 'spam'] -> 'spam'), as scikit-learn's pos_label=1."""
     return labels[1] if len(labels) == 2 else None

@@ -18,8 +18,9 @@
    round, the leader trains on until its validation stops improving or the budget ends; no arm holds more than a
    third of the budget unless it leads. With ray_address the arms run as Ray tasks on that cluster, several at
    once (headswap.auto.runners). Each arm is a candidate of its own (`tuned`: a rate it ran at).
-   The best validation macro F1 wins (never test). It is saved as OUT/model: a TF-IDF model directory, or a
-   TextClassifier directory, exported to ONNX too when the strategy can be (and onnxruntime is installed).
+   The best validation macro F1 wins (never test), blended and its decisions leaned toward rare classes where
+   validation's held-out folds prefer it (headswap.auto.ship). It is saved as OUT/model: a TF-IDF model directory,
+   a blend, or a TextClassifier directory, exported to ONNX too when the strategy can be.
 The budget is wall time from `started` (the CLI: its process's start), and room is kept throughout to ship the
 best so far and finish (headswap.auto.budget); a budget too small for the baseline alone is refused.
 5. The shipped winner and the baseline are scored on test once, when there is a test split. OUT/results.json
@@ -38,7 +39,7 @@ from typing import Callable, Sequence
 from headswap.auto.report import render_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    warm_up_charts)
-from headswap.auto.ship import blend_winner, ship
+from headswap.auto.ship import balance_winner, blend_winner, pooled_proba, ship
 from headswap.errors import ConfigError, ModelNotAvailable
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -118,10 +119,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     arm's schedule may plan more epochs than `epochs` (as many as the budget could give it, at most
     MAX_PLANNED_EPOCHS), so a leader can train on. blend: ship a blend of the best candidates and the baseline
     where held-out folds of validation prefer it to the winner alone (headswap.auto.ship.blend_winner).
-    ray_address: run the arms on that Ray cluster, each with arm_cpus
-    CPUs and arm_gpus GPUs. models: None for default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and
-    multilingual-e5-small when installed). started: when the budget began, on `clock` (the CLI passes its process's
-    start); None: now. A budget too small for the TF-IDF baseline is refused (ConfigError) before anything is written.
+    ray_address: run the arms on that Ray cluster, each with arm_cpus CPUs and arm_gpus GPUs. models: None for
+    default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and multilingual-e5-small when installed).
+    started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A budget too small
+    for the TF-IDF baseline is refused (ConfigError) before anything is written.
     """
     from headswap import __version__
     from headswap.saved.atomic import write_text
@@ -131,20 +132,18 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
     from headswap.bench.measure import machine_info
-    from headswap.bench.plan import parse_strategies
+    from headswap.bench.plan import BenchData, bench_files, parse_strategies
     from headswap.nn.inference import feature_cache
-    from headswap.bench.report import split_lines, write_json
     from headswap.reports.report_text import duration
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.baseline.tfidf import TfidfClassifier
 
-    from headswap.bench.report import check_run_folder
+    from headswap.bench.report import check_run_folder, split_lines, write_json
     check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started
     settings, full = _checked(budget_seconds, arm_cpus, arm_gpus, quantize, settings)
     names = parse_strategies(strategies)
-    from headswap.bench.plan import BenchData, bench_files
     in_memory = isinstance(data_dir, BenchData)           # AutoClassifier.fit's splits
     if not in_memory:
         bench_files(data_dir, test_fraction, who="auto")  # before the models: a wrong path or fraction at once
@@ -235,8 +234,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     best, best_entry = climb.best, climb.best_entry
     # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
     shipping = {"left_seconds": round(budget.left(), 1), "reserved_seconds": round(budget.ship, 1)}  # vs. "seconds"
-    if blend and best is not baseline:
-        best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log)
+    best, best_entry, proba = (blend_winner(best, best_entry, climb, baseline, validation, candidates, log)
+                               if blend and best is not baseline else (best, best_entry, pooled_proba(climb, best_entry)))
+    balance_winner(best, best_entry, proba, validation, train.labels, summary, log)   # where macro F1 gains
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
     climb = None
@@ -246,7 +246,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # 5. Ship the winner; 6. score it (as shipped) and the baseline on test, once.
     best_entry["winner"] = True
     summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned",
-                                                    "validation_macro_f1") if k in best_entry}
+                                                    "balance", "validation_macro_f1") if k in best_entry}
     tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
     log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
         f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
@@ -363,7 +363,7 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
                "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
                "total_params": int(m.extra.get("total_params", 0) or 0),
                "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
-               **({"tuned": entry["tuned"]} if entry.get("tuned") else {})}
+               **{k: entry[k] for k in ("tuned", "balance") if entry.get(k)}}
         if "calibration" in m.extra:
             row["calibration"] = m.extra["calibration"]
         if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions

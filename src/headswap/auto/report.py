@@ -20,6 +20,7 @@ def render_markdown(results: dict) -> str:
              f"Winner on validation: **{a['winner']['model_name']} · {a['winner']['strategy']} · "
              f"{a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
              + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", ""]
+    lines += decisions_lines(a.get("decisions"))
     lines += [f"**Warning:** {w}" for w in a.get("warnings") or []] + ([""] if a.get("warnings") else [])
     data = results.get("meta", {}).get("data") or {}
     if data:
@@ -85,3 +86,17 @@ def arms_markdown(a: dict) -> list[str]:
             md_num(c.get("validation_macro_f1"), ".4f"),
             c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
     return lines
+
+
+def decisions_lines(d: dict | None) -> list[str]:
+    """Whether the winner's decisions lean toward the rarer classes (headswap.decisions.balance), in a sentence."""
+    if not d or not d.get("tau"):
+        return []
+    lean = f"leaning toward the rarer classes (tau {d['tau']:g})"
+    if d["kept"]:
+        return [f"Its decisions are {lean}: validation macro F1 {d['argmax_macro_f1']:.4f} with the argmax, "
+                f"{d['validation_macro_f1']:.4f} leaning, {d['out_of_fold_macro_f1']:.4f} out of fold.", ""]
+    oof = ("" if d.get("out_of_fold_macro_f1") is None else f", {d['out_of_fold_macro_f1']:.4f} out of fold")
+    return [f"Its decisions are the argmax: {lean} scored {d['validation_macro_f1']:.4f} on validation{oof}, "
+            f"against the argmax's {d['argmax_macro_f1']:.4f}.", ""]
+

@@ -66,9 +66,10 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
 
 
 def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log):
-    """(classifier, entry) to ship: `best`, or a blend of it with the other kept candidates (climb.pool) and the
-    TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
-    (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best alone.
+    """(classifier, entry, its validation probabilities or None) to ship: `best`, or a blend of it with the other
+    kept candidates (climb.pool) and the TF-IDF baseline, chosen on their validation probabilities by greedy ensemble
+    selection (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best
+    alone.
     The blend is chosen first; while the time left does not pay for shipping its members too (Costs.reserve of their
     rungs), its least-weighted dear member is left out and the blend chosen again."""
     from headswap.auto.climb import Candidate, label
@@ -82,13 +83,13 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
            "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
            "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
            "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
+    mine = next((c for c in climb.pool if c.entry is entry), None)
     if why:
         candidates.append({**row, "status": "skipped", "reason": why})
         log(f"  blend not tried: {why}")
-        return best, entry
+        return best, entry, mine.proba if mine is not None else None
     t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
     left = budget.left()      # recorded: whether the arms left the room they kept for a second member
-    mine = next((c for c in climb.pool if c.entry is entry), None)
     offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts),
                          mine.picked_from if mine is not None else [])]
     price, priced_out = [0.0], []
@@ -136,7 +137,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
                          else "no blend scored higher on validation than the winner alone")
         log(f"  blend not kept: {row['reason']}")
-        return best, entry
+        return best, entry, offered[0].proba
     members = [(c.model, w) for c, w in zip(offered, chosen.weights) if w > 0]
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
@@ -144,4 +145,46 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     blend = Blend(members)
     row["strategy"] = blend.strategy
     log(f"  blend: {line}")
-    return blend, row
+    proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
+    return blend, row, proba
+
+
+def pooled_proba(climb, entry: dict):
+    """The validation probabilities the climb kept for `entry`'s model, or None."""
+    return next((c.proba for c in climb.pool if c.entry is entry), None)
+
+
+def balance_winner(best, entry: dict, proba, validation, train_labels, summary: dict, log) -> None:
+    """Lean the winner's decisions toward the rarer classes (headswap.decisions.balance) where held-out folds of
+    validation prefer that to the argmax, from its validation probabilities `proba` (in best.labels_ order); the
+    finding goes in summary["decisions"] either way. Single-label winners without a reject option only (a TF-IDF
+    baseline that wins ships its argmax)."""
+    from collections import Counter
+
+    from headswap.decisions.balance import tune
+
+    if proba is None or not hasattr(best, "balance_step_") or getattr(best, "multi_label", False) \
+            or getattr(best, "out_of_scope", None) is not None:
+        return
+    labels = [str(lab) for lab in best.labels_]
+    counts = Counter(str(v) for v in train_labels)
+    prior = np.array([counts[lab] for lab in labels], dtype=np.float64)
+    if (prior == 0).any():
+        return         # a class training never saw has no share to correct by
+    index = {lab: k for k, lab in enumerate(labels)}
+    y = np.array([index[str(v)] for v in validation.labels])
+    t = tune(proba, y, prior / prior.sum())
+    found = {"tau": t.tau, "kept": t.kept, "argmax_macro_f1": t.argmax, "validation_macro_f1": t.tuned,
+             "out_of_fold_macro_f1": t.out_of_fold}
+    summary["decisions"] = found
+    if not t.tau:
+        log("  decisions: the argmax (leaning toward the rarer classes does not raise validation macro F1)")
+        return
+    line = (f"leaning toward the rarer classes (tau {t.tau:g}): validation macro F1 {t.argmax:.4f} -> {t.tuned:.4f}"
+            + (f", out of fold {t.out_of_fold:.4f}" if t.out_of_fold is not None else ""))
+    if t.kept:
+        best.balance_step_.set(t.tau, prior / prior.sum())
+        entry["balance"] = {"tau": t.tau}
+        log(f"  decisions: {line}")
+    else:
+        log(f"  decisions: the argmax; {line}, not above the argmax out of fold")

@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from headswap.data.sampling import stratified_folds
+from headswap.decisions.postprocess import Balance
 from headswap.errors import HeadswapError
 from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
 
@@ -49,14 +51,6 @@ class Selection:
                 and self.out_of_fold > self.alone_out_of_fold)
 
 
-def macro_f1(confusion: np.ndarray) -> np.ndarray:
-    """Macro F1 of a confusion matrix (rows truth, columns prediction) or of a stack of them: every label, 0 for one
-    neither present nor predicted, as score_logits counts it."""
-    c = np.asarray(confusion)
-    hits = np.diagonal(c, axis1=-2, axis2=-1)
-    return np.mean(2 * hits / np.maximum(c.sum(-1) + c.sum(-2), 1), axis=-1)
-
-
 def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metric: str = "macro_f1",
            seed: int = 0, most: int = MOST, picked_from: Sequence[Sequence[np.ndarray]] | None = None) -> Selection:
     """Greedy ensemble selection with replacement over the candidates' validation probabilities (aligned columns,
@@ -70,7 +64,7 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
     the one the other folds pick. The kept one's score on all the texts is the top of many noisy draws: on GermEval
     2018 a fine-tune's 0.8062 there scored 0.7770 on test, where its blend with TF-IDF, out of fold 1.3 points
     behind that 0.8062, scored 0.7893."""
-    from headswap.metrics import confusion_matrix
+    from headswap.metrics import confusion_matrix, macro_f1
 
     probas = [np.asarray(p, dtype=np.float64) for p in probas]
     options = [[q for q in (np.asarray(q, dtype=np.float64) for q in (picked_from[i] if picked_from else None) or ())
@@ -111,11 +105,7 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
     counts, best = greedy(probas, everything)
     if sum(c > 0 for c in counts) < 2 or len(y) < 2 * FOLDS:
         return Selection(counts, best, None, None)
-    fold = np.empty(len(y), dtype=int)
-    rng = np.random.default_rng(seed)
-    for c in np.unique(y):             # stratified: each class dealt round the folds in a shuffled order
-        members = rng.permutation(np.flatnonzero(y == c))
-        fold[members] = (np.arange(len(members)) + rng.integers(FOLDS)) % FOLDS
+    fold = stratified_folds(y, FOLDS, seed)
     blended, single = np.empty_like(probas[0]), np.empty_like(probas[0])
     for f in range(FOLDS):
         rest, here = np.flatnonzero(fold != f), fold == f
@@ -167,6 +157,7 @@ class Blend:
         self.members_ = [(m, float(w) / total) for m, w in members]
         self.model_ = next((m for m, _ in self.members_ if not _is_tfidf(m)), self.members_[0][0])
         self.columns_ = [columns(self.model_, m) for m, _ in self.members_]
+        self.balance_step_ = Balance()    # auto leans the decisions toward rare classes where validation says so
 
     @property
     def weights(self) -> list[float]:
@@ -212,7 +203,11 @@ class Blend:
         return np.log(np.clip(self.predict_proba(X), 1e-12, 1))
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[self.predict_proba(X).argmax(1)]
+        return self.decide(self.predict_proba(X))
+
+    def decide(self, probs) -> np.ndarray:
+        """From predict_proba's output, the classes predict() answers."""
+        return self.classes_[self.balance_step_.adjust(probs).argmax(1)]
 
     def score(self, X, y) -> float:
         return float(np.mean([str(p) == str(t) for p, t in zip(self.predict(X), y)]))
@@ -233,7 +228,7 @@ class Blend:
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
         from headswap.baseline import evaluate_probabilities
-        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_)
+        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_, decide=self.balance_step_.adjust)
         trainable, total = self._params()
         m.extra.update(strategy=self.strategy, model=self.model, regime=self.model_.summary().get("regime", "-"),
                        runtime=self.runtime_, blend_weights=self.weights, trainable_params=trainable,
@@ -257,7 +252,7 @@ class Blend:
             (save_member or (lambda model, folder: model.save(folder)))(m, path / MEMBERS / str(i))
             entries.append({"folder": f"{MEMBERS}/{i}", "weight": w})
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND, "labels": self.labels_,
-                  "members": entries}
+                  "members": entries, **self.balance_step_.config()}
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config, indent=1))
         return path
@@ -300,4 +295,5 @@ class Blend:
         blend = cls(members)
         if blend.labels_ != [str(v) for v in config.get("labels") or ()]:
             raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: its labels are not its members'")
+        blend.balance_step_ = Balance.load(path, config)
         return blend

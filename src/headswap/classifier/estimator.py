@@ -29,7 +29,7 @@ from headswap.classifier.fit_data import read_fit_data
 from headswap.classifier.fitted import Fitted, expose, held
 from headswap.classifier.init_from import Parent
 from headswap.data.load import from_lists
-from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.postprocess import Balance, Reject, Temperature, Thresholds, oos_column
 from headswap.decisions.targets import SingleLabel, check_known, targets_for
 from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics
@@ -171,7 +171,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         # refuses a multi-label config without them, which is what a flipped single-label config looks like.
         self.fitted_ = Fitted(data.labels, data.classes, data.descriptions,
                               class_weight=target.class_weight(self.class_weight, data.labels, data.train.labels),
-                              temperature_step=Temperature(target=target),
+                              temperature_step=Temperature(target=target), balance_step=Balance(target=target),
                               thresholds_step=Thresholds([0.5] * len(data.labels) if target.multi_label else None,
                                                          target),
                               reject_step=Reject(oos_column(data.labels, self.out_of_scope)),
@@ -351,7 +351,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
         the reject option turns away (a model that rejects by another score than softmax also needs each text's
         score: headswap.classifier.reject_option.predict_scored gives both)."""
-        out = self.thresholds_step_.decide(probs, self.classes_)
+        out = self.thresholds_step_.decide(self.balance_step_.adjust(probs), self.classes_)
         if self.out_of_scope is None:
             return out
         return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
@@ -386,7 +386,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                                       and self.oos_statistics_ is not None)
         seconds = time.perf_counter() - t0
         logits, y_in = all_logits[: len(data)], target.encode(data.labels, labels)
-        m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_)
+        m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_,
+                                self.balance_step_)
         n = len(data) + len(oos_texts)
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=n / seconds if seconds else 0.0)
         m.extra["calibration"] = cal

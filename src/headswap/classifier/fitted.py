@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headswap.decisions.postprocess import Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.postprocess import Balance, Reject, Temperature, Thresholds, oos_column
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Fitted:
     class_weight: dict | None = None      # {label: weight} used by the loss, whatever file or rule gave it
     # the post-processing steps, in the order they run on logits (headswap.decisions.postprocess)
     temperature_step: Temperature = field(default_factory=Temperature)
+    balance_step: Balance = field(default_factory=Balance)
     thresholds_step: Thresholds = field(default_factory=Thresholds)
     reject_step: Reject = field(default_factory=Reject)
     history: list[dict] = field(default_factory=list)   # one entry per epoch: loss, validation metrics
@@ -42,7 +43,7 @@ class Fitted:
     validation_probas: list | None = None   # the same at each validation the kept weights were picked among; not saved
 
     SAVED = ("body_tuning", "history", "train_seconds", "evaluation", "chunk_aggregate")
-    STEPS = ("temperature_step", "thresholds_step", "reject_step")
+    STEPS = ("temperature_step", "balance_step", "thresholds_step", "reject_step")
 
     def labels_config(self) -> dict:
         """The keys that come first in the saved config."""
@@ -78,6 +79,7 @@ class Fitted:
         weight = config["params"].get("class_weight")
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
                    temperature_step=Temperature.load(path, config, target),
+                   balance_step=Balance.load(path, config, target),
                    thresholds_step=Thresholds.load(path, config, target),
                    reject_step=Reject.load(path, config, oos_column(labels, config["params"].get("out_of_scope"))),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
@@ -87,7 +89,8 @@ class Fitted:
 
 
 # The steps' state under the attribute names it had before there were steps: (step, its field).
-STEP_STATE = {"temperature": ("temperature_step", "temperature"), "thresholds": ("thresholds_step", "thresholds"),
+STEP_STATE = {"temperature": ("temperature_step", "temperature"), "balance": ("balance_step", "balance"),
+              "thresholds": ("thresholds_step", "thresholds"),
               "reject_threshold": ("reject_step", "threshold"), "oos_score": ("reject_step", "entry"),
               "oos_statistics": ("reject_step", "statistics")}
 

@@ -8,6 +8,8 @@ import random
 from collections import Counter
 from typing import Sequence
 
+import numpy as np
+
 from headswap.data.load import LabelledData, warn_once
 from headswap.errors import ConfigError, DataError
 
@@ -143,3 +145,14 @@ def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequ
         chosen.extend(members[: quota[c]])
     chosen.sort()
     return data.subset(chosen)
+
+
+def stratified_folds(y, folds: int, seed: int = 0) -> np.ndarray:
+    """(N,) fold numbers 0..folds-1 for class indices y: each class dealt round the folds in a shuffled order, from a
+    rotating start, so every fold holds its share of each class."""
+    y = np.asarray(y)
+    fold, rng = np.empty(len(y), dtype=int), np.random.default_rng(seed)
+    for c in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == c))
+        fold[members] = (np.arange(len(members)) + rng.integers(folds)) % folds
+    return fold

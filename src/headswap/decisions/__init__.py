@@ -1,2 +1,3 @@
 """After the logits: what a label is (targets), the post-processing steps (postprocess), temperature
-(calibration), the out-of-scope scores (oos_scores) and the reject threshold (reject)."""
+(calibration), decisions leaned toward rare classes for macro F1 (balance), the out-of-scope scores (oos_scores) and
+the reject threshold (reject)."""

@@ -1,6 +1,6 @@
 """Post-processing: the steps that turn a classifier's logits into probabilities and decisions, in this order.
 
-    logits -> Temperature -> probabilities -> Thresholds -> decisions -> Reject -> decisions (out of scope)
+    logits -> Temperature -> probabilities -> Balance -> Thresholds -> decisions -> Reject -> decisions (out of scope)
 
 Each step fits itself on validation data, applies itself on its own to numpy or torch logits, and saves and
 loads itself: config() gives the keys it keeps in headswap_config.json (the keys models have always saved, so
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headswap.decisions import oos_scores, reject
+from headswap.decisions import balance, oos_scores, reject
 from headswap.errors import HeadswapError
 from headswap.decisions.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
 from headswap.decisions.targets import SingleLabel
@@ -60,6 +60,31 @@ class Temperature(_OneKey):
     def apply(self, logits) -> np.ndarray:
         """(N, K) float64 probabilities."""
         return self.target.probabilities(logits, self.temperature)
+
+
+@dataclass
+class Balance(_OneKey):
+    """Single-label decisions leaned toward the rarer classes for macro F1 (headswap.decisions.balance): argmax of
+    log p - tau log prior. None: the plain argmax. Set by auto where validation's held-out folds prefer it; saved
+    as {"tau": tau, "prior": [each label's share of the training texts]}, only when set."""
+
+    balance: dict | None = None
+    target: SingleLabel = field(default_factory=SingleLabel)
+    KEY = "balance"
+
+    def set(self, tau: float, prior) -> "Balance":
+        self.balance = {"tau": float(tau), "prior": [float(v) for v in prior]} if tau else None
+        return self
+
+    def adjust(self, probs) -> np.ndarray:
+        """Scores whose argmax is the balanced decision (probs itself when not set): p / prior^tau."""
+        if self.balance is None:
+            return probs
+        probs = np.asarray(probs, dtype=np.float64)
+        return probs * np.exp(balance.offsets(self.balance["prior"], self.balance["tau"]))
+
+    def config(self) -> dict:
+        return {} if self.balance is None else {self.KEY: self.balance}
 
 
 @dataclass

@@ -83,10 +83,15 @@ class SingleLabel:
     def truth(self, y) -> list:
         return list(y)
 
-    def metrics(self, logits, y, names, positive_label, temperature, thresholds):
+    def metrics(self, logits, y, names, positive_label, temperature, thresholds, balance=None):
+        """(Metrics of the decisions, the calibration report); balance: the Balance step predict applies."""
         from headswap.decisions import calibration
-        from headswap.metrics import metrics_from_logits
-        m = metrics_from_logits(torch.from_numpy(np.asarray(logits)), y, names, positive_label)
+        from headswap.metrics import metrics_from_logits, metrics_from_predictions
+        if balance is not None and balance.balance is not None:
+            decided = balance.adjust(self.probabilities(logits, temperature)).argmax(axis=1)
+            m = metrics_from_predictions(np.asarray(y), decided, names, positive_label)
+        else:
+            m = metrics_from_logits(torch.from_numpy(np.asarray(logits)), y, names, positive_label)
         return m, calibration.report(logits, y, temperature)
 
 
@@ -156,7 +161,7 @@ class MultiLabel(SingleLabel):
     def truth(self, y) -> list[tuple]:
         return label_sets(list(y), self.separator)
 
-    def metrics(self, logits, y, names, positive_label, temperature, thresholds):
+    def metrics(self, logits, y, names, positive_label, temperature, thresholds, balance=None):
         from headswap.decisions import calibration
         from headswap.metrics import MultiLabelMetrics
         probs = self.probabilities(logits, temperature)

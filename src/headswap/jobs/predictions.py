@@ -23,6 +23,8 @@ def decisions(clf, probs, oos_score=None) -> tuple[str, list]:
         return "labels", [[str(v) for v in s] for s in clf.decide(probs)]
     if getattr(clf, "out_of_scope", None) is not None:    # the reject option may answer a label of its own
         return "label", [str(v) for v in (clf.decide(probs) if oos_score is None else clf.decide(probs, oos_score))]
+    if hasattr(clf, "decide"):      # a TextClassifier or a blend: its decisions may lean toward rare classes
+        return "label", [str(v) for v in clf.decide(probs)]
     labels = [str(v) for v in clf.labels_]
     return "label", [labels[int(i)] for i in probs.argmax(axis=1)]
 

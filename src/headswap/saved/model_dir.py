@@ -142,6 +142,12 @@ def read_config(path: Path) -> dict:
     if r is not None and not (_positive(r) and r <= 1):
         raise HeadswapError(f"{cfg_file} is corrupt: reject_threshold must be a number in (0, 1] or null, "
                             f"got {r!r:.80}")
+    b = config.get("balance")
+    if b is not None and not (isinstance(b, dict) and set(b) == {"tau", "prior"} and _positive(b["tau"])
+                              and isinstance(b["prior"], list) and all(map(_positive, b["prior"]))
+                              and len(b["prior"]) == len(config.get("labels") or ())):
+        raise HeadswapError(f"{cfg_file} is corrupt: balance must be null or {{\"tau\": a number > 0, \"prior\": a "
+                            f"share > 0 per label}}, got {b!r:.80}")
     for key, value in (("temperature", t), ("thresholds", th)):
         if isinstance(value, list) and len(value) != len(config.get("labels") or ()):
             raise HeadswapError(f"{cfg_file} is corrupt: {len(value)} {key} for {len(config.get('labels') or ())} "
@@ -230,6 +236,10 @@ def _check_label_kind(where: Path, params: dict, config: dict) -> None:
     if not multi and th is not None:
         raise HeadswapError(f"{where} is corrupt: thresholds is set but params.multi_label is false (only "
                             f"multi-label models have per-label thresholds)")
+    if config.get("balance") is not None and (multi or params.get("out_of_scope") is not None):
+        raise HeadswapError(f"{where} is corrupt: balance is set but the model is "
+                            + ("multi-label" if multi else "tuned to reject out-of-scope texts")
+                            + " (only single-label models without a reject option lean their decisions)")
     if t is not None and multi != isinstance(t, list):
         raise HeadswapError(f"{where} is corrupt: temperature must be " + (
             "a list, one per label, when params.multi_label is true" if multi else

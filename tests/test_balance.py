@@ -1,0 +1,166 @@
+"""Decisions leaned toward the rarer classes (headswap.decisions.balance): tuned for macro F1 on validation and kept
+only where held-out folds agree; the step that applies it, saved and reloaded by a classifier and a blend, and
+what predict, evaluate and batch prediction answer with it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import f1_score
+from test_bench import HAM, SPAM
+from tiny_models import make_tiny_encoder
+
+from headswap.baseline.blend import Blend
+from headswap.baseline.tfidf import TfidfClassifier
+from headswap.classifier.estimator import TextClassifier, load_model
+from headswap.decisions import balance
+from headswap.decisions.postprocess import Balance
+from headswap.errors import HeadswapError
+from headswap.jobs.predictions import decisions
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def shy_of_the_rare_class(n, seed, rare=0.25):
+    """Probabilities of a model that learnt the classes' shares: a rare class's texts get a probability that
+    leans toward it but seldom past 0.5, so the argmax misses many of them."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < rare).astype(int)
+    p_rare = np.clip(np.where(y == 1, rng.normal(0.45, 0.15, n), rng.normal(0.15, 0.1, n)), 0.01, 0.99)
+    return np.column_stack([1 - p_rare, p_rare]), y, np.array([1 - rare, rare])
+
+
+def test_leaning_toward_a_rare_class_is_kept_and_raises_macro_f1_on_texts_it_never_saw():
+    probs, y, prior = shy_of_the_rare_class(600, 0)
+    t = balance.tune(probs, y, prior)
+    assert t.kept and t.tau > 0 and t.tuned > t.argmax and t.out_of_fold > t.argmax
+    fresh, y2, _ = shy_of_the_rare_class(5000, 1)
+    leaned = f1_score(y2, balance.decide(fresh, prior, t.tau), average="macro")
+    assert leaned > f1_score(y2, fresh.argmax(1), average="macro") + 0.02
+
+
+def test_on_equal_classes_or_decisions_the_argmax_gets_right_nothing_leans():
+    probs, y, _ = shy_of_the_rare_class(300, 2)
+    t = balance.tune(probs, y, np.array([0.5, 0.5]))          # equal shares: every tau decides alike
+    assert t.tau == 0 and not t.kept and t.out_of_fold is None and t.tuned == t.argmax
+    right = np.eye(2)[y] * 0.9 + 0.05
+    t = balance.tune(right, y, np.array([0.75, 0.25]))
+    assert t.tau == 0 and not t.kept
+
+
+def test_a_lean_that_only_fits_validations_noise_is_not_kept():
+    # calibrated probabilities of equal-quality classes: the argmax is already the best decision, and the tau
+    # that validation's draw prefers does not hold on its held-out folds
+    rng = np.random.default_rng(3)
+    leaned = kept = 0
+    for seed in range(20):
+        y = (rng.random(200) < 0.4).astype(int)
+        p = np.clip(np.where(y == 1, rng.normal(0.7, 0.2, 200), rng.normal(0.3, 0.2, 200)), 0.01, 0.99)
+        t = balance.tune(np.column_stack([1 - p, p]), y, np.array([0.6, 0.4]), seed=seed)
+        leaned, kept = leaned + (t.tau > 0), kept + t.kept
+    assert leaned >= 9 and kept <= leaned // 2      # validation alone would lean in half the draws
+
+
+def test_the_decision_is_the_argmax_of_p_over_prior_to_the_tau():
+    rng = np.random.default_rng(4)
+    probs, prior = rng.dirichlet(np.ones(4), 50), np.array([0.5, 0.3, 0.15, 0.05])
+    for tau in (0.0, 0.5, 1.0):
+        np.testing.assert_array_equal(balance.decide(probs, prior, tau), (probs / prior ** tau).argmax(1))
+
+
+def test_the_step_saves_only_when_set_and_reloads_exactly(tmp_path):
+    step = Balance()
+    assert step.config() == {} and step.adjust(np.eye(2)) is not None
+    step.set(0.7, [0.8, 0.2])
+    again = Balance.load(tmp_path, json.loads(json.dumps(step.config())))
+    assert again.balance == {"tau": 0.7, "prior": [0.8, 0.2]}
+    probs = np.array([[0.7, 0.3], [0.9, 0.1]])
+    np.testing.assert_array_equal(again.adjust(probs).argmax(1), balance.decide(probs, [0.8, 0.2], 0.7))
+    assert again.adjust(probs).argmax(1).tolist() == [1, 0]
+    assert Balance().set(0.0, [0.8, 0.2]).balance is None      # tau 0 is the argmax: nothing to save
+
+
+@pytest.fixture(scope="module")
+def spam(tmp_path_factory):
+    root = tmp_path_factory.mktemp("balance")
+    torch.manual_seed(0)
+    enc = make_tiny_encoder(root / "tiny-enc")
+    texts = [f"{SPAM[i % 3]} {i}" for i in range(8)] + [f"{HAM[i % 4]} {i}" for i in range(28)]
+    labels = ["spam"] * 8 + ["ham"] * 28
+    model = TextClassifier(model=str(enc), strategy="encoder-mlp", epochs=1, progress=False).fit(texts, labels)
+    return root, model, TfidfClassifier().fit(texts, labels), texts, labels
+
+
+def _lean_far(clf, texts) -> list[float]:
+    """A lean so strong that the class clf answers least often wins wherever it has some probability; the prior."""
+    least = int(np.argmin(np.bincount(clf.predict_proba(texts).argmax(1), minlength=2)))
+    prior = [0.001 if k == least else 0.999 for k in range(2)]
+    clf.balance_step_.set(1.5, prior)
+    return prior
+
+
+def test_a_classifier_predicts_evaluates_saves_and_reloads_its_lean(spam, tmp_path):
+    root, model, _, texts, labels = spam
+    before = model.predict(texts)
+    prior = _lean_far(model, texts)
+    try:
+        probs = model.predict_proba(texts)
+        expected = model.classes_[balance.decide(probs, prior, 1.5)]
+        assert not np.array_equal(expected, before)       # the lean changed decisions
+        np.testing.assert_array_equal(model.predict(texts), expected)
+        m = model.evaluate(texts, labels)
+        assert m.f1("macro") == pytest.approx(f1_score(labels, expected, average="macro"))
+        assert decisions(model, probs) == ("label", [str(v) for v in expected])      # predict, serve, batch
+        model.save(tmp_path / "leaned")
+        again = load_model(tmp_path / "leaned", progress=False)
+        assert again.balance_ == model.balance_
+        np.testing.assert_array_equal(again.predict(texts), expected)
+    finally:
+        model.balance_step_.set(0, None)
+    np.testing.assert_array_equal(model.predict(texts), before)
+
+
+def test_a_blend_predicts_evaluates_saves_and_reloads_its_lean(spam, tmp_path):
+    root, model, tfidf, texts, labels = spam
+    blend = Blend([(model, 0.6), (tfidf, 0.4)])
+    prior = _lean_far(blend, texts)
+    probs = blend.predict_proba(texts)
+    expected = blend.classes_[balance.decide(probs, prior, 1.5)]
+    assert not np.array_equal(expected, blend.classes_[probs.argmax(1)])
+    np.testing.assert_array_equal(blend.predict(texts), expected)
+    assert blend.evaluate(texts, labels).f1("macro") == pytest.approx(f1_score(labels, expected, average="macro"))
+    assert decisions(blend, probs) == ("label", [str(v) for v in expected])
+    blend.save(tmp_path / "blend")
+    again = load_model(tmp_path / "blend", progress=False)
+    assert again.balance_step_.balance == blend.balance_step_.balance
+    np.testing.assert_array_equal(again.predict(texts), expected)
+
+
+@pytest.mark.parametrize("value, says", [
+    ({"tau": -1, "prior": [0.5, 0.5]}, "balance must be"),
+    ({"tau": 1, "prior": [1.0]}, "balance must be"),
+    ({"tau": 1, "prior": [0.5, 0.5], "extra": 1}, "balance must be"),
+    ("strong", "balance must be"),
+])
+def test_a_corrupt_lean_in_a_saved_config_is_one_clear_error(spam, tmp_path, value, says):
+    root, model, *_ = spam
+    model.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "headswap_config.json").read_text())
+    config["balance"] = value
+    (tmp_path / "m" / "headswap_config.json").write_text(json.dumps(config))
+    with pytest.raises(HeadswapError, match=says):
+        load_model(tmp_path / "m", progress=False)
+
+
+def test_a_lean_on_a_model_with_a_reject_option_is_refused(spam, tmp_path):
+    root, model, *_ = spam
+    model.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "headswap_config.json").read_text())
+    config["balance"] = {"tau": 1, "prior": [0.5, 0.5]}
+    config["params"]["out_of_scope"] = "ham"
+    (tmp_path / "m" / "headswap_config.json").write_text(json.dumps(config))
+    with pytest.raises(HeadswapError, match="balance is set but the model is tuned to reject"):
+        load_model(tmp_path / "m", progress=False)
