@@ -13,7 +13,7 @@ from sklearn.metrics import f1_score
 from test_bench import HAM, SPAM
 from tiny_models import make_tiny_encoder
 
-from headswap.baseline.blend import Blend
+from headswap.baseline.blend import Blend, select
 from headswap.baseline.tfidf import TfidfClassifier
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.decisions import balance
@@ -33,35 +33,56 @@ def shy_of_the_rare_class(n, seed, rare=0.25):
     return np.column_stack([1 - p_rare, p_rare]), y, np.array([1 - rare, rare])
 
 
+def _leans(probs, y, prior, seed=0):
+    """(the tau tuned on all the texts, whether held-out folds prefer the lean to the argmax)."""
+    return balance.best_tau(probs, y, prior), select([probs], y, ["a", "b"], seed=seed, prior=prior).lean_pays
+
+
 def test_leaning_toward_a_rare_class_is_kept_and_raises_macro_f1_on_texts_it_never_saw():
     probs, y, prior = shy_of_the_rare_class(600, 0)
-    t = balance.tune(probs, y, prior)
-    assert t.kept and t.tau > 0 and t.tuned > t.argmax and t.out_of_fold > t.argmax
+    tau, pays = _leans(probs, y, prior)
+    assert tau > 0 and pays
+    chosen = select([probs], y, ["a", "b"], prior=prior)
+    assert chosen.alone_leaned_out_of_fold > chosen.alone_out_of_fold > 0 and chosen.out_of_fold is None
     fresh, y2, _ = shy_of_the_rare_class(5000, 1)
-    leaned = f1_score(y2, balance.decide(fresh, prior, t.tau), average="macro")
+    leaned = f1_score(y2, balance.decide(fresh, prior, tau), average="macro")
     assert leaned > f1_score(y2, fresh.argmax(1), average="macro") + 0.02
 
 
 def test_on_equal_classes_or_decisions_the_argmax_gets_right_nothing_leans():
     probs, y, _ = shy_of_the_rare_class(300, 2)
-    t = balance.tune(probs, y, np.array([0.5, 0.5]))          # equal shares: every tau decides alike
-    assert t.tau == 0 and not t.kept and t.out_of_fold is None and t.tuned == t.argmax
+    assert _leans(probs, y, np.array([0.5, 0.5])) == (0.0, False)     # equal shares: every tau decides alike
     right = np.eye(2)[y] * 0.9 + 0.05
-    t = balance.tune(right, y, np.array([0.75, 0.25]))
-    assert t.tau == 0 and not t.kept
+    assert _leans(right, y, np.array([0.75, 0.25])) == (0.0, False)
 
 
 def test_a_lean_that_only_fits_validations_noise_is_not_kept():
-    # calibrated probabilities of equal-quality classes: the argmax is already the best decision, and the tau
+    # calibrated probabilities of equal-quality classes: the argmax is already about the best decision, and the tau
     # that validation's draw prefers does not hold on its held-out folds
     rng = np.random.default_rng(3)
     leaned = kept = 0
     for seed in range(20):
         y = (rng.random(200) < 0.4).astype(int)
         p = np.clip(np.where(y == 1, rng.normal(0.7, 0.2, 200), rng.normal(0.3, 0.2, 200)), 0.01, 0.99)
-        t = balance.tune(np.column_stack([1 - p, p]), y, np.array([0.6, 0.4]), seed=seed)
-        leaned, kept = leaned + (t.tau > 0), kept + t.kept
+        tau, pays = _leans(np.column_stack([1 - p, p]), y, np.array([0.6, 0.4]), seed=seed)
+        leaned, kept = leaned + (tau > 0), kept + (tau > 0 and pays)
     assert leaned >= 9 and kept <= leaned // 2      # validation alone would lean in half the draws
+
+
+def test_a_blends_lean_is_judged_against_the_blend_out_of_fold_not_its_weights_picked_on_all_the_texts():
+    probs, y, prior = shy_of_the_rare_class(600, 5)
+    rng = np.random.default_rng(6)
+    other = np.clip(probs + rng.normal(0, 0.15, probs.shape), 0.01, None)
+    other /= other.sum(1, keepdims=True)
+    chosen = select([probs, other], y, ["a", "b"], prior=prior)
+    plain = select([probs, other], y, ["a", "b"])
+    assert (chosen.counts, chosen.out_of_fold, chosen.alone_out_of_fold) == (plain.counts, plain.out_of_fold,
+                                                                            plain.alone_out_of_fold)
+    assert plain.leaned_out_of_fold is None and plain.alone_leaned_out_of_fold is None
+    assert chosen.alone_leaned_out_of_fold is not None
+    assert (chosen.leaned_out_of_fold is not None) == (sum(c > 0 for c in chosen.counts) > 1)
+    assert chosen.lean_pays == ((chosen.leaned_out_of_fold > chosen.out_of_fold) if chosen.kept else
+                                (chosen.alone_leaned_out_of_fold > chosen.alone_out_of_fold))
 
 
 def test_the_decision_is_the_argmax_of_p_over_prior_to_the_tau():

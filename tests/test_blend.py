@@ -192,22 +192,23 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
 
     offered = []
 
-    def prefer_a_blend(probas, y, labels, picked_from):       # the best candidate 0.6, TF-IDF 0.4
+    def prefer_a_blend(probas, y, labels, picked_from, prior):     # the best candidate 0.6, TF-IDF 0.4, leaned
         offered.append(len(probas))
+        leaned.append(np.asarray(prior))
         assert len(picked_from) == len(probas) and picked_from[-1] == []    # TF-IDF's were not picked among any
         # the winner's kept weights were picked among its validations, aligned as its probabilities are
         assert picked_from[0] and all(q.shape == probas[0].shape for q in picked_from[0])
         assert any(np.array_equal(q, probas[0]) for q in picked_from[0])
-        return headswap.baseline.blend.Selection([3] + [0] * (len(probas) - 2) + [2], 0.95, 0.93, 0.9)
+        return headswap.baseline.blend.Selection([3] + [0] * (len(probas) - 2) + [2], 0.95, 0.93, 0.9, 0.94, 0.91)
 
     monkeypatch.setattr(headswap.baseline.blend, "select", prefer_a_blend)
-    leaned = []
+    leaned, tuned = [], []
 
-    def lean(probs, y, prior):           # and held-out folds prefer its decisions leaned (tau 0.8)
-        leaned.append((np.asarray(probs), np.asarray(prior)))
-        return headswap.decisions.balance.Tuning(0.8, 0.9, 0.95, 0.93)
+    def lean(probs, y, prior):       # tau 0.8 on the blend's validation probabilities
+        tuned.append(np.asarray(probs))
+        return 0.8
 
-    monkeypatch.setattr(headswap.decisions.balance, "tune", lean)
+    monkeypatch.setattr(headswap.decisions.balance, "best_tau", lean)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "blend", progress=False,
                    log=lambda _: None, more_epochs=False, lr_search=False)
     a = results["auto"]
@@ -219,13 +220,17 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     shipped = load_model(root / "blend" / "model", progress=False)
     assert isinstance(shipped, Blend) and shipped.weights == pytest.approx([0.6, 0.4])
     assert shipped.model_.runtime_ == "onnx"
-    # the lean was tuned on the blend's validation probabilities, by the training texts' class shares
-    (probs, prior), = leaned
-    assert probs.shape == (15, 2) and np.allclose(probs.sum(1), 1) and prior.sum() == pytest.approx(1)
+    # the lean was tuned on the blend's validation probabilities, by the training texts' class shares (a third spam)
+    prior, (probs,) = leaned[0], tuned
+    assert prior == pytest.approx([2 / 3, 1 / 3], abs=0.02) and all(np.array_equal(p, prior) for p in leaned)
+    assert probs.shape == (15, 2) and np.allclose(probs.sum(1), 1)
     assert shipped.balance_step_.balance == {"tau": 0.8, "prior": pytest.approx(prior.tolist())}
-    assert a["decisions"]["kept"] and a["winner"]["balance"] == {"tau": 0.8}
-    assert ("Its decisions are leaning toward the rarer classes (tau 0.8): validation macro F1 0.9000 with the "
-            "argmax, 0.9500 leaning, 0.9300 out of fold.") in (root / "blend" / "results.md").read_text()
+    d = a["decisions"]
+    assert d["kept"] and a["winner"]["balance"] == {"tau": 0.8}
+    assert (d["argmax_out_of_fold_macro_f1"], d["out_of_fold_macro_f1"]) == (0.93, 0.94)
+    assert (f"Its decisions lean toward the rarer classes (tau 0.8): validation macro F1 {d['argmax_macro_f1']:.4f} "
+            f"with the argmax, {d['validation_macro_f1']:.4f} leaning; out of fold 0.9300 and 0.9400."
+            ) in (root / "blend" / "results.md").read_text()
     test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
     row = next(r for r in results["rows"] if r["winner"])
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
@@ -248,10 +253,10 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
         pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
         budget=Budget(100.0, lambda: 0.0, 0.0), costs=types.SimpleNamespace(reserve={"rung 1": 10.0, "rung 2": 500.0}.get))
     offered = []
-    monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels, picked_from: offered.append(len(probas)) or
+    monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels, picked_from, prior: offered.append(len(probas)) or
                         headswap.baseline.blend.Selection([1] + [0] * (len(probas) - 1), 0.9, None, None))
     candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
-    best, entry, _ = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert best is models[0] and entry is entries[0]          # nothing blended: the best alone stays
     assert offered == [3]       # the best, the candidate whose shipping fits (10 s of 100), TF-IDF
     row = candidates[-1]
@@ -282,7 +287,7 @@ def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_whi
         budget=Budget(100.0, lambda: 0.0, 0.0, ship=30.0), costs=types.SimpleNamespace(reserve=lambda plan: 30.0))
     offered = []
 
-    def wants(probas, y, labels, picked_from):     # the blend of all: the best 4 rounds, m1 1, m2 2, m3 3, TF-IDF none
+    def wants(probas, y, labels, picked_from, prior=None):   # the blend of all: the best 4 rounds, m1 1, m2 2, m3 3, TF-IDF none
         names = [next((c.entry["model"] for c in climb.pool if np.array_equal(c.proba, p)), "tfidf") for p in probas]
         offered.append(names)
         counts = [{"m0": 4, "m1": 1, "m2": 2, "m3": 3}.get(n, 0) for n in names]
@@ -290,7 +295,7 @@ def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_whi
 
     monkeypatch.setattr(headswap.baseline.blend, "select", wants)
     candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
-    best, entry, _ = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
+    best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert offered == [["m0", "m1", "m2", "m3", "tfidf"], ["m0", "m2", "m3", "tfidf"]]   # m1, least weighted, left out
     row = candidates[-1]
     assert row["status"] == "ran" and [m["candidate"][:2] for m in row["members"]] == ["m0", "m2", "m3"]

@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 from headswap.auto.report import render_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    warm_up_charts)
-from headswap.auto.ship import balance_winner, blend_winner, pooled_proba, ship
+from headswap.auto.ship import blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
 
 DEFAULT_MODELS = ("minilm", "smollm2-135m")
@@ -234,9 +234,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     best, best_entry = climb.best, climb.best_entry
     # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
     shipping = {"left_seconds": round(budget.left(), 1), "reserved_seconds": round(budget.ship, 1)}  # vs. "seconds"
-    best, best_entry, proba = (blend_winner(best, best_entry, climb, baseline, validation, candidates, log)
-                               if blend and best is not baseline else (best, best_entry, pooled_proba(climb, best_entry)))
-    balance_winner(best, best_entry, proba, validation, train.labels, summary, log)   # where macro F1 gains
+    if best is not baseline:      # and its decisions leaned toward the rarer classes where those folds say so
+        best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log, train.labels,
+                                        summary, blend)
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
     climb = None

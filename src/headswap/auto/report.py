@@ -92,11 +92,11 @@ def decisions_lines(d: dict | None) -> list[str]:
     """Whether the winner's decisions lean toward the rarer classes (headswap.decisions.balance), in a sentence."""
     if not d or not d.get("tau"):
         return []
-    lean = f"leaning toward the rarer classes (tau {d['tau']:g})"
+    before, after = d.get("argmax_out_of_fold_macro_f1"), d.get("out_of_fold_macro_f1")
+    folds = "" if before is None or after is None else f"; out of fold {before:.4f} and {after:.4f}"
+    figures = (f"validation macro F1 {d['argmax_macro_f1']:.4f} with the argmax, {d['validation_macro_f1']:.4f} "
+               f"leaning{folds}")
     if d["kept"]:
-        return [f"Its decisions are {lean}: validation macro F1 {d['argmax_macro_f1']:.4f} with the argmax, "
-                f"{d['validation_macro_f1']:.4f} leaning, {d['out_of_fold_macro_f1']:.4f} out of fold.", ""]
-    oof = ("" if d.get("out_of_fold_macro_f1") is None else f", {d['out_of_fold_macro_f1']:.4f} out of fold")
-    return [f"Its decisions are the argmax: {lean} scored {d['validation_macro_f1']:.4f} on validation{oof}, "
-            f"against the argmax's {d['argmax_macro_f1']:.4f}.", ""]
-
+        return [f"Its decisions lean toward the rarer classes (tau {d['tau']:g}): {figures}.", ""]
+    return [f"Its decisions are the argmax: leaning toward the rarer classes (tau {d['tau']:g}) did not score higher "
+            f"out of fold ({figures}).", ""]

@@ -65,16 +65,19 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
-def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log):
-    """(classifier, entry, its validation probabilities or None) to ship: `best`, or a blend of it with the other
-    kept candidates (climb.pool) and the TF-IDF baseline, chosen on their validation probabilities by greedy ensemble
-    selection (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best
-    alone.
-    The blend is chosen first; while the time left does not pay for shipping its members too (Costs.reserve of their
-    rungs), its least-weighted dear member is left out and the blend chosen again."""
+def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log, train_labels=None,
+                 summary: dict | None = None, blend: bool = True):
+    """(classifier, entry) to ship: `best`, or a blend of it with the other kept candidates (climb.pool) and the
+    TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
+    (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best alone
+    (not tried when `blend` is False). The blend is chosen first; while the time left does not pay for shipping its
+    members too (Costs.reserve of their rungs), its least-weighted dear member is left out and the blend chosen
+    again. Given the training texts' labels, what ships then has its decisions leaned toward the rarer classes where
+    the same folds prefer that (lean_decisions; what it found goes in summary["decisions"])."""
     from headswap.auto.climb import Candidate, label
     from headswap.auto.runners import clean_for_shipping
     from headswap.baseline.blend import Blend, columns, same_labels, select
+    from headswap.decisions.balance import class_shares
     from headswap.reports.report_text import duration
 
     row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + blend",
@@ -84,10 +87,19 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
            "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
            "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
     mine = next((c for c in climb.pool if c.entry is entry), None)
-    if why:
-        candidates.append({**row, "status": "skipped", "reason": why})
-        log(f"  blend not tried: {why}")
-        return best, entry, mine.proba if mine is not None else None
+    leans = (train_labels is not None and not getattr(best, "multi_label", False)
+             and getattr(best, "out_of_scope", None) is None)
+    index = {str(lab): k for k, lab in enumerate(best.labels_)}
+    y = np.array([index[str(v)] for v in validation.labels]) if leans or not why else None
+    prior = class_shares(train_labels, index) if leans else None
+    if why or not blend:
+        if why:
+            candidates.append({**row, "status": "skipped", "reason": why})
+            log(f"  blend not tried: {why}")
+        if prior is not None and mine is not None:
+            chosen = select([mine.proba], y, list(index), picked_from=[mine.picked_from], prior=prior)
+            lean_decisions(best, entry, mine.proba, chosen, y, prior, summary, log)
+        return best, entry
     t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
     left = budget.left()      # recorded: whether the arms left the room they kept for a second member
     offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts),
@@ -106,12 +118,11 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
             price.append(cost)
     offered.append(Candidate(candidates[0], baseline, baseline.predict_proba(validation.texts)))
     price.append(0.0)
-    index = {str(lab): k for k, lab in enumerate(best.labels_)}
-    y = np.array([index[str(v)] for v in validation.labels])
     while True:
         cols = [columns(best, c.model) for c in offered]
         chosen = select([np.asarray(c.proba)[:, k] for c, k in zip(offered, cols)], y, list(index),
-                        picked_from=[[np.asarray(q)[:, k] for q in c.picked_from] for c, k in zip(offered, cols)])
+                        picked_from=[[np.asarray(q)[:, k] for q in c.picked_from] for c, k in zip(offered, cols)],
+                        prior=prior)
         dear = [k for k, w in enumerate(chosen.weights) if w > 0 and price[k] > 0]
         if not chosen.kept or not dear or budget.spare(ship=budget.ship + sum(price[k] for k in dear)) >= 0:
             break
@@ -137,7 +148,9 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
                          else "no blend scored higher on validation than the winner alone")
         log(f"  blend not kept: {row['reason']}")
-        return best, entry, offered[0].proba
+        if prior is not None:
+            lean_decisions(best, entry, offered[0].proba, chosen, y, prior, summary, log)
+        return best, entry
     members = [(c.model, w) for c, w in zip(offered, chosen.weights) if w > 0]
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
@@ -145,46 +158,40 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     blend = Blend(members)
     row["strategy"] = blend.strategy
     log(f"  blend: {line}")
-    proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
-    return blend, row, proba
+    if prior is not None:
+        proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
+        lean_decisions(blend, row, proba, chosen, y, prior, summary, log)
+    return blend, row
 
 
-def pooled_proba(climb, entry: dict):
-    """The validation probabilities the climb kept for `entry`'s model, or None."""
-    return next((c.proba for c in climb.pool if c.entry is entry), None)
+def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | None, log) -> None:
+    """Lean `model`'s decisions toward the rarer classes (headswap.decisions.balance), with the tau tuned on its
+    validation probabilities `proba` (class indices y), where `chosen`'s held-out folds (blend.select given the
+    prior) score that above the argmax; what it found goes in summary["decisions"] either way. A multi-label model
+    or one with a reject option keeps its own decisions."""
+    from headswap.decisions.balance import best_tau, decide
+    from headswap.metrics import confusion_matrix, macro_f1
 
-
-def balance_winner(best, entry: dict, proba, validation, train_labels, summary: dict, log) -> None:
-    """Lean the winner's decisions toward the rarer classes (headswap.decisions.balance) where held-out folds of
-    validation prefer that to the argmax, from its validation probabilities `proba` (in best.labels_ order); the
-    finding goes in summary["decisions"] either way. Single-label winners without a reject option only (a TF-IDF
-    baseline that wins ships its argmax)."""
-    from collections import Counter
-
-    from headswap.decisions.balance import tune
-
-    if proba is None or not hasattr(best, "balance_step_") or getattr(best, "multi_label", False) \
-            or getattr(best, "out_of_scope", None) is not None:
+    if not hasattr(model, "balance_step_") or getattr(model, "multi_label", False) \
+            or getattr(model, "out_of_scope", None) is not None:
         return
-    labels = [str(lab) for lab in best.labels_]
-    counts = Counter(str(v) for v in train_labels)
-    prior = np.array([counts[lab] for lab in labels], dtype=np.float64)
-    if (prior == 0).any():
-        return         # a class training never saw has no share to correct by
-    index = {lab: k for k, lab in enumerate(labels)}
-    y = np.array([index[str(v)] for v in validation.labels])
-    t = tune(proba, y, prior / prior.sum())
-    found = {"tau": t.tau, "kept": t.kept, "argmax_macro_f1": t.argmax, "validation_macro_f1": t.tuned,
-             "out_of_fold_macro_f1": t.out_of_fold}
-    summary["decisions"] = found
-    if not t.tau:
+    tau = best_tau(proba, y, prior)
+    scored = [float(macro_f1(confusion_matrix(y, decide(proba, prior, t), len(prior)))) for t in (0.0, tau)]
+    before, after = ((chosen.out_of_fold, chosen.leaned_out_of_fold) if chosen.kept else
+                     (chosen.alone_out_of_fold, chosen.alone_leaned_out_of_fold))
+    kept = bool(tau) and chosen.lean_pays
+    found = {"tau": tau, "kept": kept, "argmax_macro_f1": scored[0], "validation_macro_f1": scored[1],
+             "argmax_out_of_fold_macro_f1": before, "out_of_fold_macro_f1": after}
+    if summary is not None:
+        summary["decisions"] = found
+    if not tau:
         log("  decisions: the argmax (leaning toward the rarer classes does not raise validation macro F1)")
         return
-    line = (f"leaning toward the rarer classes (tau {t.tau:g}): validation macro F1 {t.argmax:.4f} -> {t.tuned:.4f}"
-            + (f", out of fold {t.out_of_fold:.4f}" if t.out_of_fold is not None else ""))
-    if t.kept:
-        best.balance_step_.set(t.tau, prior / prior.sum())
-        entry["balance"] = {"tau": t.tau}
+    line = (f"leaning toward the rarer classes (tau {tau:g}): validation macro F1 {scored[0]:.4f} -> {scored[1]:.4f}"
+            + ("" if before is None or after is None else f", out of fold {before:.4f} -> {after:.4f}"))
+    if kept:
+        model.balance_step_.set(tau, prior)
+        entry["balance"] = {"tau": tau}
         log(f"  decisions: {line}")
     else:
-        log(f"  decisions: the argmax; {line}, not above the argmax out of fold")
+        log(f"  decisions: the argmax; {line}")

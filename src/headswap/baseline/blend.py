@@ -33,11 +33,14 @@ FOLDS = 5      # the selection is checked out of fold: each fold blended as the 
 @dataclass
 class Selection:
     """What select() chose: how many of the STEPS rounds each candidate won (its weight: count / sum), the chosen
-    blend's validation score, and out of fold the scores of selecting so and of taking the best candidate alone."""
+    blend's validation score, and out of fold the scores of selecting so and of taking the best candidate alone;
+    given a prior, each also with its decisions leaned toward the rarer classes (headswap.decisions.balance)."""
     counts: list[int]
     score: float
     out_of_fold: float | None
     alone_out_of_fold: float | None
+    leaned_out_of_fold: float | None = None
+    alone_leaned_out_of_fold: float | None = None
 
     @property
     def weights(self) -> list[float]:
@@ -46,13 +49,28 @@ class Selection:
 
     @property
     def kept(self) -> bool:
-        """A blend of two or more which out of fold scored above the best candidate alone."""
+        """A blend of two or more which out of fold scored above the best candidate alone (each with its decisions
+        leaned, where that scored higher)."""
         return (sum(c > 0 for c in self.counts) > 1 and self.out_of_fold is not None
-                and self.out_of_fold > self.alone_out_of_fold)
+                and _better(self.out_of_fold, self.leaned_out_of_fold)
+                > _better(self.alone_out_of_fold, self.alone_leaned_out_of_fold))
+
+    @property
+    def lean_pays(self) -> bool:
+        """Whether what ships (the blend when kept, else the best alone) scored higher out of fold with its decisions
+        leaned than with the argmax."""
+        before, after = ((self.out_of_fold, self.leaned_out_of_fold) if self.kept else
+                         (self.alone_out_of_fold, self.alone_leaned_out_of_fold))
+        return before is not None and after is not None and after > before
+
+
+def _better(argmax: float, leaned: float | None) -> float:
+    return argmax if leaned is None else max(argmax, leaned)
 
 
 def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metric: str = "macro_f1",
-           seed: int = 0, most: int = MOST, picked_from: Sequence[Sequence[np.ndarray]] | None = None) -> Selection:
+           seed: int = 0, most: int = MOST, picked_from: Sequence[Sequence[np.ndarray]] | None = None,
+           prior: np.ndarray | None = None) -> Selection:
     """Greedy ensemble selection with replacement over the candidates' validation probabilities (aligned columns,
     the most trusted first: ties go to the earlier candidate and to the smaller blend).
 
@@ -63,7 +81,10 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
     kept weights were picked among (a fine-tune validated a dozen times keeps the best): out of fold each fold takes
     the one the other folds pick. The kept one's score on all the texts is the top of many noisy draws: on GermEval
     2018 a fine-tune's 0.8062 there scored 0.7770 on test, where its blend with TF-IDF, out of fold 1.3 points
-    behind that 0.8062, scored 0.7893."""
+    behind that 0.8062, scored 0.7893. `prior` (the classes' training shares; macro F1 only): each fold is also
+    decided leaned toward the rarer classes, with the tau the other folds tune on their own blend and best alone,
+    and the folds are scored so even when no blend is chosen."""
+    from headswap.decisions import balance
     from headswap.metrics import confusion_matrix, macro_f1
 
     probas = [np.asarray(p, dtype=np.float64) for p in probas]
@@ -103,16 +124,24 @@ def select(probas: Sequence[np.ndarray], y: np.ndarray, labels: list[str], metri
 
     everything = np.arange(len(y))
     counts, best = greedy(probas, everything)
-    if sum(c > 0 for c in counts) < 2 or len(y) < 2 * FOLDS:
+    blends, leans = sum(c > 0 for c in counts) > 1, prior is not None and metric == "macro_f1"
+    if not (blends or leans) or len(y) < 2 * FOLDS:
         return Selection(counts, best, None, None)
     fold = stratified_folds(y, FOLDS, seed)
     blended, single = np.empty_like(probas[0]), np.empty_like(probas[0])
+    leaned, single_leaned = np.empty(len(y), dtype=int), np.empty(len(y), dtype=int)
     for f in range(FOLDS):
         rest, here = np.flatnonzero(fold != f), fold == f
         cands = picked(rest)
-        blended[here] = mixed(greedy(cands, rest)[0], cands, here)
-        single[here] = cands[alone(cands, rest)][here]
-    return Selection(counts, best, score(blended, everything), score(single, everything))
+        weights, a = greedy(cands, rest)[0], alone(cands, rest)
+        blended[here], single[here] = mixed(weights, cands, here), cands[a][here]
+        if leans:
+            tau = balance.best_tau(mixed(weights, cands, rest), y[rest], prior)
+            leaned[here] = balance.decide(blended[here], prior, tau)
+            single_leaned[here] = balance.decide(single[here], prior, balance.best_tau(cands[a][rest], y[rest], prior))
+    decided = (lambda d: float(macro_f1(confusion_matrix(y, d, k)))) if leans else (lambda d: None)
+    return Selection(counts, best, score(blended, everything) if blends else None, score(single, everything),
+                     decided(leaned) if blends else None, decided(single_leaned))
 
 
 def same_labels(a, b) -> bool:
