@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from headswap.baseline.blend import macro_f1
+from headswap.metrics import macro_f1
 
 DRAWS = 2000
 
