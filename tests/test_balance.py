@@ -8,14 +8,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from sklearn.metrics import f1_score
 from test_bench import HAM, SPAM
-from tiny_models import make_tiny_encoder
+from test_blend import members  # noqa: F401
 
 from headswap.baseline.blend import Blend, select
-from headswap.baseline.tfidf import TfidfClassifier
-from headswap.classifier.estimator import TextClassifier, load_model
+from headswap.classifier.estimator import load_model
 from headswap.decisions import balance
 from headswap.decisions.postprocess import Balance
 from headswap.errors import HeadswapError
@@ -105,14 +103,9 @@ def test_the_step_saves_only_when_set_and_reloads_exactly(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def spam(tmp_path_factory):
-    root = tmp_path_factory.mktemp("balance")
-    torch.manual_seed(0)
-    enc = make_tiny_encoder(root / "tiny-enc")
-    texts = [f"{SPAM[i % 3]} {i}" for i in range(8)] + [f"{HAM[i % 4]} {i}" for i in range(28)]
-    labels = ["spam"] * 8 + ["ham"] * 28
-    model = TextClassifier(model=str(enc), strategy="encoder-mlp", epochs=1, progress=False).fit(texts, labels)
-    return root, model, TfidfClassifier().fit(texts, labels), texts, labels
+def spam(members):        # noqa: F811  (test_blend's classifier and TF-IDF model, and the texts they learnt)
+    texts = [f"{SPAM[i % 3]} {i}" for i in range(12)] + [f"{HAM[i % 4]} {i}" for i in range(24)]
+    return (*members, texts, ["spam"] * 12 + ["ham"] * 24)
 
 
 def _lean_far(clf, texts) -> list[float]:
