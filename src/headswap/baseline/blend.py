@@ -19,7 +19,6 @@ from typing import Sequence
 import numpy as np
 
 from headswap.data.sampling import stratified_folds
-from headswap.decisions.postprocess import Balance
 from headswap.errors import HeadswapError
 from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
 
@@ -186,6 +185,7 @@ class Blend:
         self.members_ = [(m, float(w) / total) for m, w in members]
         self.model_ = next((m for m, _ in self.members_ if not _is_tfidf(m)), self.members_[0][0])
         self.columns_ = [columns(self.model_, m) for m, _ in self.members_]
+        from headswap.decisions.postprocess import Balance     # (torch: not at import, for TF-IDF's sake)
         self.balance_step_ = Balance()    # auto leans the decisions toward rare classes where validation says so
 
     @property
@@ -324,5 +324,5 @@ class Blend:
         blend = cls(members)
         if blend.labels_ != [str(v) for v in config.get("labels") or ()]:
             raise HeadswapError(f"{path / CONFIG_FILE} is corrupt: its labels are not its members'")
-        blend.balance_step_ = Balance.load(path, config)
+        blend.balance_step_ = type(blend.balance_step_).load(path, config)
         return blend
