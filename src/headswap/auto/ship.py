@@ -167,18 +167,14 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
 def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | None, log) -> None:
     """Lean `model`'s decisions toward the rarer classes (headswap.decisions.balance), with the tau tuned on its
     validation probabilities `proba` (class indices y), where `chosen`'s held-out folds (blend.select given the
-    prior) score that above the argmax; what it found goes in summary["decisions"] either way. A multi-label model
-    or one with a reject option keeps its own decisions."""
+    prior) score that above the argmax; what it found goes in summary["decisions"] either way. (blend_winner gives
+    no prior for a multi-label model or one with a reject option: they keep their own decisions.)"""
     from headswap.decisions.balance import best_tau, decide
     from headswap.metrics import confusion_matrix, macro_f1
 
-    if not hasattr(model, "balance_step_") or getattr(model, "multi_label", False) \
-            or getattr(model, "out_of_scope", None) is not None:
-        return
     tau = best_tau(proba, y, prior)
     scored = [float(macro_f1(confusion_matrix(y, decide(proba, prior, t), len(prior)))) for t in (0.0, tau)]
-    before, after = ((chosen.out_of_fold, chosen.leaned_out_of_fold) if chosen.kept else
-                     (chosen.alone_out_of_fold, chosen.alone_leaned_out_of_fold))
+    before, after = chosen.shipped_out_of_fold
     kept = bool(tau) and chosen.lean_pays
     found = {"tau": tau, "kept": kept, "argmax_macro_f1": scored[0], "validation_macro_f1": scored[1],
              "argmax_out_of_fold_macro_f1": before, "out_of_fold_macro_f1": after}

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     from headswap.metrics import Metrics
 
 
-def evaluate_probabilities(predict_proba, X, y, labels: list[str], decide=None) -> Metrics:
+def evaluate_probabilities(predict_proba, X, y, labels: list[str], adjust=None) -> Metrics:
     """Metrics of a classifier that gives probabilities (the TF-IDF model, a blend) on labelled texts X, y, with the
     timing and calibration TextClassifier.evaluate puts in extra (the parameter counts are the caller's). A label
-    never seen in training is one error naming it. decide(probs): scores whose argmax is the decision (default:
+    never seen in training is one error naming it. adjust(probs): scores whose argmax is the decision (default:
     the probabilities themselves)."""
     from headswap.decisions import calibration
     from headswap.metrics import metrics_from_predictions
@@ -29,7 +29,7 @@ def evaluate_probabilities(predict_proba, X, y, labels: list[str], decide=None) 
     probs = predict_proba(texts)
     seconds = time.perf_counter() - t0
     target = np.array([index[str(v)] for v in y])
-    m = metrics_from_predictions(target, (decide or (lambda p: p))(probs).argmax(1), labels)
+    m = metrics_from_predictions(target, (adjust or (lambda p: p))(probs).argmax(1), labels)
     logits = np.log(np.clip(probs, 1e-12, 1))    # softmax(log p) = p: calibration measured on p itself
     m.extra.update(eval_seconds=seconds, texts_per_second=len(texts) / seconds if seconds else 0.0,
                    calibration=calibration.report(logits, target, None))

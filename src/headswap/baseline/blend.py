@@ -55,11 +55,15 @@ class Selection:
                 > _better(self.alone_out_of_fold, self.alone_leaned_out_of_fold))
 
     @property
+    def shipped_out_of_fold(self) -> tuple[float | None, float | None]:
+        """What ships (the blend when kept, else the best alone) out of fold: (with the argmax, leaned)."""
+        return ((self.out_of_fold, self.leaned_out_of_fold) if self.kept else
+                (self.alone_out_of_fold, self.alone_leaned_out_of_fold))
+
+    @property
     def lean_pays(self) -> bool:
-        """Whether what ships (the blend when kept, else the best alone) scored higher out of fold with its decisions
-        leaned than with the argmax."""
-        before, after = ((self.out_of_fold, self.leaned_out_of_fold) if self.kept else
-                         (self.alone_out_of_fold, self.alone_leaned_out_of_fold))
+        """Whether what ships scored higher out of fold with its decisions leaned than with the argmax."""
+        before, after = self.shipped_out_of_fold
         return before is not None and after is not None and after > before
 
 
@@ -257,7 +261,7 @@ class Blend:
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter counts and calibration in extra (as TextClassifier)."""
         from headswap.baseline import evaluate_probabilities
-        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_, decide=self.balance_step_.adjust)
+        m = evaluate_probabilities(self.predict_proba, X, y, self.labels_, adjust=self.balance_step_.adjust)
         trainable, total = self._params()
         m.extra.update(strategy=self.strategy, model=self.model, regime=self.model_.summary().get("regime", "-"),
                        runtime=self.runtime_, blend_weights=self.weights, trainable_params=trainable,

@@ -32,12 +32,17 @@ def offsets(prior, tau: float) -> np.ndarray:
     return -tau * (log_prior - log_prior.max())
 
 
+def scores(probs, prior, tau: float) -> np.ndarray:
+    """(N, K) scores whose row argmax is the leaned decision: p / prior^tau, the exp of log p - tau log prior (up to
+    a constant); probs themselves at tau 0."""
+    if not tau:
+        return np.asarray(probs)
+    return np.asarray(probs, dtype=np.float64) * np.exp(offsets(prior, tau))
+
+
 def decide(probs, prior, tau: float) -> np.ndarray:
     """(N,) class indices: each row's argmax of log p - tau log prior (the plain argmax at tau 0)."""
-    probs = np.asarray(probs, dtype=np.float64)
-    if not tau:
-        return probs.argmax(axis=1)
-    return (np.log(np.clip(probs, 1e-300, None)) + offsets(prior, tau)).argmax(axis=1)
+    return scores(probs, prior, tau).argmax(axis=1)
 
 
 def best_tau(probs, y, prior, taus=TAUS) -> float:

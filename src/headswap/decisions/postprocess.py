@@ -80,8 +80,7 @@ class Balance(_OneKey):
         """Scores whose argmax is the balanced decision (probs itself when not set): p / prior^tau."""
         if self.balance is None:
             return probs
-        probs = np.asarray(probs, dtype=np.float64)
-        return probs * np.exp(balance.offsets(self.balance["prior"], self.balance["tau"]))
+        return balance.scores(probs, self.balance["prior"], self.balance["tau"])
 
     def config(self) -> dict:
         return {} if self.balance is None else {self.KEY: self.balance}
