@@ -206,6 +206,32 @@ def test_the_process_age_is_the_time_since_python_started():
     assert process_age() > 0
 
 
+def test_the_commands_start_never_precedes_the_process_even_when_parsing_is_slow():
+    """The command counts from the process's start, read at one instant with the clock it is subtracted from. Read
+    after parsing (0.17 s on loaded cores), the age put the start before the process existed and a run reported more
+    elapsed seconds than the whole subprocess took. CLOCK_MONOTONIC (perf_counter) is one clock for every process."""
+    child = ("import sys, time\n"
+             "import headswap.cli.parser as P\n"
+             "real = P.build_parser\n"
+             "def slow():\n"
+             "    parser = real(); parse = parser.parse_args\n"
+             "    def parse_args(a):\n"
+             "        ns = parse(a); time.sleep(1.0)\n"
+             "        ns.func = lambda args: print(repr(args.started)) or 0\n"
+             "        return ns\n"
+             "    parser.parse_args = parse_args\n"
+             "    return parser\n"
+             "P.build_parser = slow\n"
+             "sys.argv = ['headswap', 'models']\n"
+             "sys.exit(P.main())\n")
+    before = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    after = time.perf_counter()
+    assert r.returncode == 0, r.stderr[-2000:]
+    started = float(r.stdout.strip().splitlines()[-1])
+    assert before <= started <= after, (before, started, after)
+
+
 def test_the_command_ends_within_its_budget(world, tmp_path):
     """The real command, Python's start and exit included: wall time within budget + 10% (+ LOADED_CI_TOLERANCE)."""
     _, enc, _, data = world

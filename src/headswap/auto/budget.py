@@ -42,14 +42,16 @@ _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.
 
 
 def process_age() -> float:
-    """Seconds since this process started (Linux's /proc to the clock tick; psutil elsewhere; 0 when neither
-    can tell)."""
+    """Seconds since this process started, never more than its true age (Linux's /proc to the clock tick; psutil
+    elsewhere; 0 when neither can tell)."""
     try:
         with open("/proc/self/stat") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])      # starttime: ticks after boot
         with open("/proc/uptime") as f:
             uptime = float(f.read().split()[0])
-        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+        # Both are truncated: the start lies within the tick after `ticks`, so counting from that tick's end
+        # errs short (by 20 ms at most), never long.
+        return max(0.0, uptime - (ticks + 1) / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError, AttributeError):
         pass
     try:
@@ -57,6 +59,14 @@ def process_age() -> float:
         return max(0.0, time.time() - psutil.Process().create_time())
     except Exception:       # no psutil, or a platform it cannot read: count from now
         return 0.0
+
+
+def process_start(clock: Callable[[], float] = time.perf_counter) -> float:
+    """The process's start on `clock`: the clock and the process's age read at one instant. An age read later
+    than the clock (after parsing the command line, say) would put the start that much too early, and a run
+    would count seconds it never had."""
+    now = clock()
+    return now - process_age()
 
 
 @dataclass

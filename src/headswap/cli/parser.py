@@ -83,15 +83,16 @@ def _sigterm_as_interrupt():
 
 def main(argv: list[str] | None = None) -> int:
     """argv None: the process's own command line, and the process ends when this returns."""
-    called = time.perf_counter()
-    args = build_parser().parse_args(_negative_values(list(sys.argv[1:] if argv is None else argv)))
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     # When the command started, for a time budget (auto's): the process's start when it is this command, so Python's
     # and the imports' seconds count as the user waits them; the call's when main runs inside another program.
+    # Read before parsing: the parser's imports are part of what the user waits.
+    started = time.perf_counter()
     if argv is None:
-        from headswap.auto.budget import process_age
-        called -= process_age()
-    args.started = called
+        from headswap.auto.budget import process_start
+        started = process_start()
+    args = build_parser().parse_args(_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    args.started = started
     try:
         with _sigterm_as_interrupt():
             return args.func(args)
