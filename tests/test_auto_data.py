@@ -186,3 +186,15 @@ def test_a_parquet_file_is_data_as_a_csv_is(world, tmp_path):
     rc, _, err = invoke(["auto", "--data", str(tmp_path / "other.parquet"), "--budget", "30s", "--model", world[1],
                          "--out", str(tmp_path / "out"), "-q"])
     assert rc == 2 and "no column 'text'" in err.strip() and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_tiny_test_fraction_is_said_of_the_test_split_in_a_share_one_can_read(world, caplog):
+    """--test-fraction 0.001 once warned of "holding out 0% for validation": the wrong split, and a share that
+    reads as none."""
+    root, _ = world
+    with caplog.at_level("WARNING"):
+        data = load_bench_data(root / "tickets.csv", test_fraction=0.001, seed=0)
+    assert len(data.test) == 2
+    said = [r.getMessage() for r in caplog.records if "holding out" in r.getMessage()]
+    assert len(said) == 1 and "holding out 0.1% for test with every class on both sides takes 2 of 100" in said[0]
+    assert "validation" not in said[0]

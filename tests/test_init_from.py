@@ -163,3 +163,5 @@ def test_a_tfidf_parent_is_refused_in_one_line(world, tmp_path):
                          "--init-from", str(tmp_path / "tfidf"), "--out", str(tmp_path / "refused"), "-q"])
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and len(lines) == 1 and "TF-IDF" in lines[0] and "--init-from" in lines[0], err
+    # the line ends with the command to run instead, on the user's own data
+    assert lines[0].endswith(f"headswap auto --data {tmp_path / 'new.csv'} --budget 1m --out NEW"), err

@@ -82,8 +82,7 @@ def test_uncertain_picks_beat_random_ones_on_a_toy_problem():
     assert accuracy["margin-kmeans"] > accuracy["random"] + 0.004, accuracy
 
 
-@pytest.mark.parametrize("n, message", [(0, "n must be a whole number >= 1"), (201, "n 201 is more than the 200"),
-                                        (2.5, "whole number")])
+@pytest.mark.parametrize("n, message", [(0, "n must be a whole number >= 1"), (2.5, "whole number")])
 def test_select_refuses_bad_n(n, message):
     probs, feats, _ = blobs()
     with pytest.raises((ConfigError, DataError), match=message):
@@ -134,8 +133,9 @@ def test_suggest_default_is_diverse_and_bad_input_is_one_line(fitted):
     result = clf.suggest(POOL, 5)
     assert len(set(result.texts)) == 5 and result.summary["strategy"] == "margin-kmeans"
     assert len({r["cluster"] for r in result.rows}) == 5
-    with pytest.raises(DataError, match="n 30 is more than the 26 distinct"):
-        clf.suggest(POOL + POOL, 30)
+    everything = clf.suggest(POOL + POOL, 30)       # more than the pool holds: all of it, with a note
+    assert sorted(everything.texts) == sorted(POOL) and everything.summary["n"] == 26
+    assert everything.summary["asked"] == 30
     with pytest.raises(DataError, match="every text is already labelled"):
         clf.suggest(SPAM, 1, exclude=SPAM)
     with pytest.raises(DataError, match="no texts"):
@@ -174,7 +174,6 @@ def test_cli_writes_the_csv_and_label_studio_files(fitted, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["-n", "0"], "argument -n: expected a number >= 1, got 0"),
-    (["-n", "500"], "n 500 is more than the 26 distinct unlabelled texts"),
     (["--labelled", "POOL"], "every text is already labelled"),
     (["--data", "missing.csv"], "missing.csv: file not found"),
 ])
@@ -186,6 +185,28 @@ def test_cli_bad_input_is_one_line_and_exit_2(fitted, tmp_path, args, message):
     rc, _, err = invoke(["suggest", str(root / "model"), "--data", str(pool), "--out", str(tmp_path / "o"), *args])
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o" / "to_label.csv").exists()
+
+
+def test_a_pool_smaller_than_the_default_n_is_suggested_whole_with_a_note(fitted, tmp_path, caplog):
+    """suggest's default -n is 200: a pool of 26 gives its 26 texts, most useful first, and says so (it was an
+    error that asked for -n 26 or fewer)."""
+    _, root = fitted
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(POOL) + "\n")
+    with caplog.at_level("WARNING"):
+        rc, _, err = invoke(["suggest", str(root / "model"), "--data", str(pool), "--out", str(tmp_path / "o"), "-q"])
+    assert rc == 0, err
+    assert ("asked for 200 texts to label, but the pool holds 26 distinct unlabelled texts: all 26 are suggested, "
+            "most useful first") in caplog.text
+    with open(tmp_path / "o" / "to_label.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["text"] for r in rows) == sorted(POOL) and [r["rank"] for r in rows][-1] == "26"
+
+
+def test_select_takes_the_whole_pool_when_asked_for_more():
+    probs, feats, _ = blobs()
+    picked, _ = select(probs, 201, feats)
+    assert sorted(picked.tolist()) == list(range(200))
 
 
 def test_a_tfidf_model_ranks_by_margin_alone(tmp_path):

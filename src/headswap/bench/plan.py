@@ -91,14 +91,12 @@ def bench_files(data, test_fraction: float | None = None, *, needs_test: bool = 
 
 
 def _hold_out_test(data: LabelledData, fraction: float, seed: int) -> tuple[LabelledData, LabelledData]:
-    """(rest, test): stratified_split, its messages about the held-out part said of a test split."""
-    from headswap.data.once import muted, warn_once
+    """(rest, test): stratified_split, its messages said of a test split."""
+    from headswap.data.once import warn_once
     try:
-        with muted():      # its duplicate-text warning speaks of validation: said below of test
-            rest, test = stratified_split(data, fraction, seed)
+        rest, test = stratified_split(data, fraction, seed, held_for="test")
     except DataError as e:
-        raise DataError(str(e).replace("for validation", "for test").split("; pass validation data")[0]
-                        + "; give a folder with a test.csv instead") from None
+        raise DataError(f"{e}; give a folder with a test.csv instead") from None
     seen = set(rest.texts)
     leaked = sum(text in seen for text in test.texts)
     if leaked:

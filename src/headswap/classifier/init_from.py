@@ -63,18 +63,25 @@ class Parent:
         return parent
 
     @classmethod
-    def read(cls, path: Path) -> "Parent":
-        """The model directory `path` as a parent (its settings checked; weights read later)."""
+    def read(cls, path: Path, data: str | None = None) -> "Parent":
+        """The model directory `path` as a parent (its settings checked; weights read later). data: the new
+        training data's path, which a refusal's command to run instead names."""
+        import shlex
+
         from headswap.baseline import blend, tfidf
         config = model_dir.read_config(path)
         kind = config.get("kind")
+        data = shlex.quote(str(data)) if data else "ALL.csv"
         if kind in (tfidf.KIND, blend.KIND):
             raise HeadswapError(f"--init-from {path} holds a {'TF-IDF' if kind == tfidf.KIND else 'blended'} model, "
-                                f"which cannot be trained on; train a TF-IDF model anew on all the data (seconds)")
+                                f"which has no weights to train on; fit one anew on all the data instead (TF-IDF "
+                                f"takes seconds): headswap auto --data {data} --budget 1m --out NEW")
         model_dir.check_config(path, config)
-        if config["params"].get("strategy") == "static":
+        if (strategy := config["params"].get("strategy")) == "static":
+            model = shlex.quote(str(config["params"].get("model")))
             raise HeadswapError(f"--init-from {path} is a static model, whose vocabulary comes from its own "
-                                f"training texts; train it anew on all the data")
+                                f"training texts; train it anew on all the data instead: headswap train --data {data} "
+                                f"--strategy {strategy} --model {model} --out NEW")
         return cls(str(path), config, path=path)
 
     @classmethod

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from headswap.errors import ConfigError, DataError, HeadswapError
+
+logger = logging.getLogger(__name__)
 
 STRATEGIES = ("margin-kmeans", "margin", "entropy", "random")
 DEFAULT = "margin-kmeans"
@@ -61,7 +64,7 @@ def select(probs: np.ndarray, n: int, features: np.ndarray | None = None, strate
     probs = np.asarray(probs)
     check_strategy(strategy)
     pool = np.flatnonzero(np.ones(len(probs), dtype=bool) if eligible is None else eligible)
-    check_n(n, len(pool))
+    n = check_n(n, len(pool))
     none = np.full(n, -1)
     if strategy == "random":
         return np.random.default_rng(seed).choice(pool, size=n, replace=False), none
@@ -94,14 +97,14 @@ def check_strategy(strategy) -> None:
         raise ConfigError(f"unknown suggest strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
 
-def check_n(n, pool: int, flag: str = "n") -> None:
+def check_n(n, pool: int, flag: str = "n") -> int:
+    """How many texts to suggest: n, or the whole pool where it holds fewer (a small pool is all worth labelling,
+    most useful first, as a search engine gives every hit when there are fewer than a page)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
         raise ConfigError(f"{flag} must be a whole number >= 1 (the texts to suggest), got {n!r}")
     if pool == 0:
         raise DataError("the pool has no texts left to suggest (every text is already labelled)")
-    if n > pool:
-        raise DataError(f"{flag} {n} is more than the {pool} distinct unlabelled texts in the pool; ask for {pool} "
-                        f"or fewer")
+    return min(int(n), pool)
 
 
 # ---- on a model ---------------------------------------------------------------------------------------------
@@ -151,7 +154,10 @@ def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: i
         if t not in labelled:
             first.setdefault(t, i)
     pool = np.array(sorted(first.values()), dtype=np.int64)
-    check_n(n, len(pool))
+    asked, n = n, check_n(n, len(pool))
+    if n < asked:
+        logger.warning("asked for %d texts to label, but the pool holds %d distinct unlabelled texts: all %d are "
+                       "suggested, most useful first", asked, n, n)
     if getattr(model, "multi_label", False):
         raise HeadswapError("suggest ranks single-label models; this model is multi-label")
     probs, feats = scores(model, [data.texts[i] for i in pool])
@@ -167,7 +173,7 @@ def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: i
                     "margin": round(float(margin[j]), 6), "cluster": int(g),
                     "why": why(strategy, probs[j], classes, k1, k2, margin[j], margin, g, feats is not None)})
     summary = {"strategy": strategy if feats is not None or strategy != DEFAULT else "margin (no pooled features)",
-               "seed": seed, "n": n, "pool_texts": len(data), "distinct_unlabelled": int(len(pool)),
+               "seed": seed, "n": n, "asked": asked, "pool_texts": len(data), "distinct_unlabelled": int(len(pool)),
                "excluded_as_labelled": sum(t in labelled for t in data.texts),
                "duplicates_skipped": len(data) - sum(t in labelled for t in data.texts) - int(len(pool)),
                "prefilter": PREFILTER if strategy == DEFAULT and feats is not None else None,

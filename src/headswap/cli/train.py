@@ -70,7 +70,7 @@ def _run(args) -> int:
     if args.init_from:     # before the data is read: its settings (multi_label, columns' meaning) are the defaults
         from headswap.cli.options import given
         from headswap.classifier.init_from import Parent
-        parent = Parent.read(Path(args.init_from))
+        parent = Parent.read(Path(args.init_from), data=args.data)
         parent.inherit_args(args, given)
     # The data first: reading and checking it needs no torch, so a bad file is one line at once, not after the
     # seconds that importing torch and transformers takes (headswap.classifier.estimator).

@@ -41,16 +41,17 @@ def _keyed(data: LabelledData, by: Sequence):
 
 
 def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
-                     by: Sequence | None = None) -> tuple[LabelledData, LabelledData]:
+                     by: Sequence | None = None, held_for: str = "validation") -> tuple[LabelledData, LabelledData]:
     """Split into ``(train, test)``, stratified by label and deterministic for a given ``seed``.
 
     Every class with at least two examples appears in both parts; a class with a single example stays in train.
     Records keep their file order (and row numbers) within each part. `by`: stratify by these keys instead
-    of the labels (multi-label data: each row's first label).
+    of the labels (multi-label data: each row's first label). `held_for`: what the held-out part is for, as the
+    messages name it ("validation", "test").
     """
     if by is not None:
         keyed, back = _keyed(data, by)
-        return tuple(back(part) for part in stratified_split(keyed, test_size, seed))
+        return tuple(back(part) for part in stratified_split(keyed, test_size, seed, held_for=held_for))
     from sklearn.model_selection import train_test_split  # imported here: sklearn is slow to import
 
     if not data.labels:
@@ -86,24 +87,29 @@ def stratified_split(data: LabelledData, test_size: float = 0.1, seed: int = 0,
     if share > 2 * test_size:
         # Keeping every class on both sides costs one held-out text per class: with many classes and few
         # texts each, that is no longer the share asked for.
-        what = (f"{data.source}: holding out {test_size:.0%} for validation with every class on both sides "
+        what = (f"{data.source}: holding out {percent(test_size)} for {held_for} with every class on both sides "
                 f"takes {len(test_set)} of {len(data)} texts ({share:.0%}; "
                 + (f"{n_classes} classes)" if n_classes > 1 else "one class has two texts or more: validation "
                    "holds that class alone)"))
         if share >= 0.5:
-            raise DataError(f"{what}; pass validation data (--eval-data) or --eval-fraction 0 to train "
-                            f"without validation")
+            raise DataError(f"{what}; pass validation data (--eval-data) or --eval-fraction 0 to train without "
+                            f"validation" if held_for == "validation" else what)
         logger.warning("%s", what)
     train_idx = [i for i in range(len(data)) if i not in test_set]
     seen = {data.texts[i] for i in train_idx}
     leaked = sum(data.texts[i] in seen for i in test_set)
-    if leaked:
+    if leaked and held_for == "validation":
         # Kept, not moved: the split stays what the seed gives, and deduplicating is the user's call.
         message = (f"{data.source}: {leaked} of the {len(test_set)} texts held out for validation also appear in "
                    f"the training part (duplicate texts), so the validation score (which picks the best epoch "
                    f"and fits the calibration) is optimistic; remove duplicates to hold out unseen texts")
         warn_once(message, message)
     return data.subset(train_idx), data.subset(sorted(test_set))
+
+
+def percent(share: float) -> str:
+    """A share as a percentage a reader can tell from zero: 10%, 2.5%, 0.1%."""
+    return f"{share:.0%}" if share >= 0.095 or share == 0 else f"{100 * share:.2g}%"
 
 
 def stratified_subset(data: LabelledData, n: int | None, seed: int = 0, by: Sequence | None = None) -> LabelledData:
