@@ -183,6 +183,13 @@ def test_occlusion_on_an_onnx_export_matches_occlusion_on_torch(world):
     d = world["plain"].decision_function(["win cash now call me", "cash now call me"])
     k = world["plain"].labels_.index("spam")
     assert b.scores["spam"][0] == pytest.approx(d[0, k] - d[1, k], abs=1e-5)
+    # A text of one word, or of one emoji, has nothing left without it: it is scored against a full stop (a blank
+    # text, which every model refuses, once stopped this with "column 'text' is empty").
+    for lone in ("win", "😀"):
+        [a] = onnx.explain([lone])
+        d = onnx.decision_function([lone, "."])
+        assert a.words == [lone] and a.scores[a.labels[0]][0] == pytest.approx(
+            d[0, onnx.labels_.index(a.labels[0])] - d[1, onnx.labels_.index(a.labels[0])], abs=1e-5)
 
 
 # ---- a real model -----------------------------------------------------------------------------------------------
@@ -241,6 +248,20 @@ def test_cli_reads_texts_from_a_file(sms_tfidf, tmp_path):
 def test_bad_input_is_one_line_and_exit_2(world, args, message):
     rc, out, err = invoke(["explain", str(world["dir"]), *args])
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_tfidf_model_asked_for_gradients_is_pointed_at_its_coefficients(sms_tfidf):
+    clf, _ = sms_tfidf
+    with pytest.raises(HeadswapError, match="TF-IDF model, whose words are explained exactly by its coefficients: "
+                                            "use method 'coefficients'"):
+        explain(clf, ["win cash"], method="integrated-gradients")
+
+
+def test_the_cli_shows_a_bar_over_several_texts_and_none_under_q(world):
+    rc, _, err = invoke(["explain", str(world["dir"]), "urgent you have won", "see you at noon"])
+    assert rc == 0 and "explain: 100%" in err and "2/2" in err, err
+    rc, _, err = invoke(["explain", str(world["dir"]), "urgent you have won", "see you at noon", "-q"])
+    assert rc == 0 and err == "", err
 
 
 def test_bad_model_dir_is_one_line(tmp_path):

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int_at_least(2), default=32,
                    help="Integrated Gradients interpolation steps (default: %(default)s)")
     add_runtime(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no \"wrote\" line on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or \"wrote\" line on stderr")
 
 
 def run(args) -> int:
@@ -50,7 +50,8 @@ def run(args) -> int:
     from headswap.explain import explain
     from headswap.explain.render import as_html, as_lines
     model = load_model(args.model_dir, progress=False, runtime=args.runtime)
-    explanations = explain(model, texts, label=args.label, method=args.method, steps=args.steps)
+    explanations = explain(model, texts, label=args.label, method=args.method, steps=args.steps,
+                           progress=not args.quiet and len(texts) > 1)
     if args.json:
         for ex in explanations:
             print(json.dumps(ex.to_dict(top=args.top), ensure_ascii=False))

@@ -60,11 +60,12 @@ class Explanation:
 
 
 def explain(model, texts, label: str | None = None, method: str = "auto", steps: int = 32,
-            batch_size: int = 64) -> list[Explanation]:
+            batch_size: int = 64, progress: bool = False) -> list[Explanation]:
     """An Explanation per text of `texts` from `model` (a fitted TextClassifier, a TfidfClassifier, or anything
     load_model returns). label: explain this class instead of the predicted one(s). steps: Integrated
     Gradients' interpolation steps (more: closer to exact, slower); batch_size: texts rescored (occlusion) or
-    interpolation points (gradients) per forward pass."""
+    interpolation points (gradients) per forward pass; progress: a bar over the texts (each costs a gradient
+    pass of `steps` points, or a prediction per word: seconds a text for a transformer on a CPU)."""
     from headswap.data.load import as_list
     if isinstance(texts, str):
         texts = [texts]
@@ -89,10 +90,10 @@ def explain(model, texts, label: str | None = None, method: str = "auto", steps:
         per_text = tfidf_scores(model, texts, targets)
     elif resolved == "occlusion":
         from headswap.explain.occlusion import occlusion_scores
-        per_text = occlusion_scores(model, texts, targets, batch_size)
+        per_text = occlusion_scores(model, texts, targets, batch_size, progress)
     else:
         from headswap.explain.gradients import integrated_gradients
-        per_text = integrated_gradients(model, texts, targets, steps, batch_size)
+        per_text = integrated_gradients(model, texts, targets, steps, batch_size, progress)
     out = []
     for text, row, target, (spans, scores) in zip(texts, probs, targets, per_text):
         out.append(Explanation(text, spans, {labels[k]: s for k, s in zip(target, scores)},
@@ -124,8 +125,11 @@ def _method(model, method: str) -> str:
         return "integrated-gradients" if supports(model) else "occlusion"
     if method == "integrated-gradients":
         from headswap.explain.gradients import supports
-        if is_tfidf or not supports(model):
+        if is_tfidf:
+            raise HeadswapError("integrated-gradients needs a torch TextClassifier; this is a TF-IDF model, whose "
+                                "words are explained exactly by its coefficients: use method 'coefficients' (or auto)")
+        if not supports(model):
             raise HeadswapError("integrated-gradients needs a torch TextClassifier whose texts are encoded on their "
-                                "own or in a prompt (not an ONNX export, a TF-IDF model or the cross-encoder); use "
-                                "method 'occlusion'")
+                                "own or in a prompt (not an ONNX export or the cross-encoder); use method "
+                                "'occlusion' (or auto)")
     return method

@@ -39,8 +39,10 @@ def embedding_layer(module: nn.Module) -> nn.Embedding | None:
     return next((m for m in module.modules() if isinstance(m, nn.Embedding)), None)
 
 
-def integrated_gradients(model, texts: list[str], targets: list[list[int]], steps: int = 32, batch_size: int = 64):
+def integrated_gradients(model, texts: list[str], targets: list[list[int]], steps: int = 32, batch_size: int = 64,
+                         progress: bool = False):
     """[(spans, [word scores for each target column])] per text."""
+    from tqdm.auto import tqdm
     try:
         from captum.attr import LayerIntegratedGradients
     except ImportError:
@@ -59,7 +61,8 @@ def integrated_gradients(model, texts: list[str], targets: list[list[int]], step
     out = []
     try:
         with torch.inference_mode(False), torch.enable_grad():
-            for text, target in zip(texts, targets):
+            for text, target in tqdm(list(zip(texts, targets)), desc="explain", unit=" texts",
+                                     disable=not progress):
                 spans = word_spans(text)
                 items = encoder.encode([text])
                 windows = [_positions(encoder, text, spans, item["input_ids"], k if len(items) > 1 else None)

@@ -9,14 +9,20 @@ import numpy as np
 from headswap.explain.words import without_words, word_spans
 
 
-def occlusion_scores(model, texts: list[str], targets: list[list[int]], batch_size: int = 64):
+# What stands for a text with its only word deleted: every model refuses a blank text, and a full stop is one
+# token in every vocabulary that carries next to no class.
+NOTHING = "."
+
+
+def occlusion_scores(model, texts: list[str], targets: list[list[int]], batch_size: int = 64,
+                     progress: bool = False):
     """[(spans, [word scores for each target column])] per text."""
+    from tqdm.auto import tqdm
     out = []
-    for text, target in zip(texts, targets):
+    for text, target in tqdm(list(zip(texts, targets)), desc="explain", unit=" texts", disable=not progress):
         spans = word_spans(text)
         variants = [text] + [without_words(text, spans, [i]) for i in range(len(spans))]
-        # A text that was a single word has nothing left: a blank text is refused, a space stands for it.
-        variants = [v if v.strip() else " " for v in variants]
+        variants = [v if v.strip() else NOTHING for v in variants]
         scores = np.concatenate([logits(model, variants[at:at + batch_size])
                                  for at in range(0, len(variants), batch_size)])
         out.append((spans, [scores[0, k] - scores[1:, k] for k in target]))
