@@ -4,8 +4,9 @@
     curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["free entry! txt WIN"]}'
 
 Endpoints: ``POST /predict`` ``{"texts": [...]}`` -> ``{"predictions": [{"label", "probabilities"}, ...]}`` in
-input order; ``POST /explain`` ``{"texts": [...], "label": optional, "top": 10}`` -> ``{"explanations": [{"text",
-"method", "labels": [{"label", "probability", "words": [{"word", "score"}, ...]}]}, ...]}`` (headswap.explain);
+input order; ``POST /explain`` ``{"texts": [...], "label": optional, "top": 10, "steps": 32}`` ->
+``{"explanations": [{"text", "method", "labels": [{"label", "probability", "words": [{"word", "score"}, ...]}]},
+...]}`` (headswap.explain);
 ``GET /health``; ``GET /labels``; ``GET /stats`` (requests, model batches, texts, explanations); the
 OpenAPI schema at ``/openapi.json`` and interactive docs at ``/docs``.
 
@@ -18,7 +19,8 @@ while one runs gets 429 with Retry-After, one during shutdown 503.
 Errors are JSON ``{"error": "one line", "detail": ...}`` with a 4xx status for anything the client can fix
 (400 malformed JSON, JSON nested deeper than ``max_json_depth``, a non-UTF-8 body or an invalid
 Content-Length, 401 a missing or wrong API key, 413 body too large, 415 not JSON, 422 wrong shape/types,
-empty list, too many texts, a text too long or blank, 429 too many requests in flight from one client) and
+empty list, too many texts, a text too long or blank, 429 too many requests in flight from one client or an
+explanation already running) and
 500 when the model itself fails, without the exception's text (it goes to the log); the server keeps serving.
 Body limits, the API key and the per-client cap are checked before FastAPI parses anything (headswap.serve.guards);
 validation errors become one line each (headswap.serve.validation).
@@ -228,7 +230,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
             ctype = request.headers.get("content-type") or "none"
             return JSONResponse({"error": f"the body must be JSON sent with Content-Type: application/json "
                                           f"(got Content-Type: {ctype})", "detail": None}, status_code=415)
-        limits = ((max_explain_texts, max_explain_text_chars) if request.url.path == "/explain" else
+        limits = ((max_explain_texts, max_explain_text_chars) if request.url.path.endswith("/explain") else
                   (max_texts_per_request, max_text_chars))
         lines = [describe_error(e, *limits) for e in errors]
         detail = [{"loc": error_loc(e), "type": e.get("type"), "msg": line}
