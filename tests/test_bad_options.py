@@ -30,6 +30,7 @@ OUT_OF_RANGE = {
     "--train-limit": ["0", "-5"], "--test-limit": ["0"], "--limit": ["0"], "--chunk-size": ["0"],
     "--port": ["70000", "-1"], "--max-batch-size": ["0"], "--max-wait-ms": ["-1"], "--max-texts": ["0"],
     "--max-text-chars": ["0"], "--max-body-bytes": ["0"], "--threads": ["0"], "--max-concurrent-per-client": ["-1"],
+    "--max-explain-texts": ["0"], "--max-explain-text-chars": ["0"], "--max-explain-steps": ["1"],
     "--pretrain-epochs": ["0"], "--epoch-scale": ["0", "-1"], "--seed": [],
     "--label-weight": ["-0.1", "1.5"], "--budget": ["0", "0m", "20x"], "--read-timeout": ["0", "-1"],
     "--concurrency": ["0", "-2"], "--arm-cpus": ["0", "-1"], "--arm-gpus": ["-1"],

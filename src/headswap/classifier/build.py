@@ -4,7 +4,9 @@ prepared, a saved model's weights (or a parent's, or a fitted head) loaded; and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+import itertools
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headswap.errors import ConfigError
@@ -41,6 +43,19 @@ class Built:
         return {"base_model": model_reference_for_config(self.spec), "regime": self.regime,
                 "prompt": vars(self.prompt) if self.prompt else None, "answer_token_ids": None, **self.saved,
                 "lora": self.lora.to_dict() if self.lora else None}
+
+    def private(self) -> Built:
+        """A copy that another thread can run beside this one (headswap serve's explanations): the same weights,
+        shared rather than copied, but its own torch module objects (forward hooks, the train/eval switch, per-call
+        counters) and its own encoder and tokenizer (a cross-encoder's turns truncation on and off between calls).
+        An ONNX Runtime session stays shared: it may be run from several threads."""
+        import torch
+        encoder, tokenizer = copy.deepcopy((self.encoder, self.tokenizer))
+        module = self.module
+        if isinstance(module, torch.nn.Module):
+            shared = {id(t): t for t in itertools.chain(module.parameters(), module.buffers())}
+            module = copy.deepcopy(module, shared)
+        return replace(self, module=module, encoder=encoder, tokenizer=tokenizer)
 
 
 # TextClassifier's attribute -> Built's field

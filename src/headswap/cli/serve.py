@@ -10,8 +10,8 @@ from headswap.errors import HeadswapError
 from headswap.serve import API_KEY_ENV, DEFAULTS
 
 HELP = "serve a saved classifier over HTTP (POST /predict, micro-batching)"
-DESCRIPTION = ("Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, GET /health, /labels, "
-               "/stats; OpenAPI docs at /docs. Needs `pip install 'headswap[serve]'`.")
+DESCRIPTION = ("Serve a saved classifier over HTTP with FastAPI + uvicorn: POST /predict, /explain, GET /health, "
+               "/labels, /stats; OpenAPI docs at /docs. Needs `pip install 'headswap[serve]'`.")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -46,6 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="most characters per text (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int_at_least(1), default=DEFAULTS["max_body_bytes"],
                    help="largest request body (default %(default)s)")
+    p.add_argument("--max-explain-texts", type=int_at_least(1), default=DEFAULTS["max_explain_texts"],
+                   help="most texts per /explain request (default %(default)s); explanations run one at a time, "
+                   "beside the predictions, and another /explain meanwhile gets 429")
+    p.add_argument("--max-explain-text-chars", type=int_at_least(1), default=DEFAULTS["max_explain_text_chars"],
+                   help="most characters per text to explain (default %(default)s)")
+    p.add_argument("--max-explain-steps", type=int_at_least(2), default=DEFAULTS["max_explain_steps"],
+                   help="most Integrated Gradients steps an /explain request may ask for (default %(default)s)")
     p.add_argument("--threads", type=int_at_least(1),
                    help="torch intra-op threads (default: torch's choice; ONNX Runtime takes its own)")
     p.add_argument("--read-timeout", type=float_at_least(0, strict=True), default=DEFAULTS["read_timeout_s"],
@@ -79,7 +86,9 @@ def run(args) -> int:
     app = create_app(args.model_dir, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
                      max_texts_per_request=args.max_texts, max_text_chars=args.max_text_chars,
                      max_body_bytes=args.max_body_bytes, batching=not args.no_batching, api_key=api_key,
-                     max_concurrent_per_client=args.max_concurrent_per_client, runtime=args.runtime)
+                     max_concurrent_per_client=args.max_concurrent_per_client, runtime=args.runtime,
+                     max_explain_texts=args.max_explain_texts, max_explain_text_chars=args.max_explain_text_chars,
+                     max_explain_steps=args.max_explain_steps)
     if args.host not in LOOPBACK and not api_key:
         print(f"warning: binding {args.host}: the API has no authentication (--api-key) and is reachable from "
               "other machines", file=sys.stderr)

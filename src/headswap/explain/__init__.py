@@ -25,6 +25,7 @@ import numpy as np
 from headswap.errors import HeadswapError
 
 METHODS = ("auto", "integrated-gradients", "occlusion", "coefficients")
+STEPS = 32      # Integrated Gradients' interpolation steps unless told
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Explanation:
                            for lab in self.labels]}
 
 
-def explain(model, texts, label: str | None = None, method: str = "auto", steps: int = 32,
+def explain(model, texts, label: str | None = None, method: str = "auto", steps: int = STEPS,
             batch_size: int = 64, progress: bool = False) -> list[Explanation]:
     """An Explanation per text of `texts` from `model` (a fitted TextClassifier, a TfidfClassifier, or anything
     load_model returns). label: explain this class instead of the predicted one(s). steps: Integrated

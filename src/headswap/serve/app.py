@@ -4,18 +4,23 @@
     curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["free entry! txt WIN"]}'
 
 Endpoints: ``POST /predict`` ``{"texts": [...]}`` -> ``{"predictions": [{"label", "probabilities"}, ...]}`` in
-input order; ``POST /explain`` ``{"texts": [...], "label": optional, "top": 10}`` -> ``{"explanations": [{"text",
-"method", "labels": [{"label", "probability", "words": [{"word", "score"}, ...]}]}, ...]}`` (headswap.explain);
-``GET /health``; ``GET /labels``; ``GET /stats`` (requests, model batches, texts); the OpenAPI
-schema at ``/openapi.json`` and interactive docs at ``/docs``.
+input order; ``POST /explain`` ``{"texts": [...], "label": optional, "top": 10, "steps": 32}`` ->
+``{"explanations": [{"text", "method", "labels": [{"label", "probability", "words": [{"word", "score"}, ...]}]},
+...]}`` (headswap.explain);
+``GET /health``; ``GET /labels``; ``GET /stats`` (requests, model batches, texts, explanations); the
+OpenAPI schema at ``/openapi.json`` and interactive docs at ``/docs``.
 
 Micro-batching (headswap.serve.batching): concurrent requests are merged into few model calls, run in a model
 thread so the event loop stays free; ``batching=False`` (``--no-batching``) runs one request per model call.
+Explanations run one at a time in a thread of their own, beside the predictions (headswap.serve.explaining), with
+their own lower limits (``max_explain_texts``, ``max_explain_text_chars``, ``max_explain_steps``); an /explain
+while one runs gets 429 with Retry-After, one during shutdown 503.
 
 Errors are JSON ``{"error": "one line", "detail": ...}`` with a 4xx status for anything the client can fix
 (400 malformed JSON, JSON nested deeper than ``max_json_depth``, a non-UTF-8 body or an invalid
 Content-Length, 401 a missing or wrong API key, 413 body too large, 415 not JSON, 422 wrong shape/types,
-empty list, too many texts, a text too long or blank, 429 too many requests in flight from one client) and
+empty list, too many texts, a text too long or blank, 429 too many requests in flight from one client or an
+explanation already running) and
 500 when the model itself fails, without the exception's text (it goes to the log); the server keeps serving.
 Body limits, the API key and the per-client cap are checked before FastAPI parses anything (headswap.serve.guards);
 validation errors become one line each (headswap.serve.validation).
@@ -43,6 +48,7 @@ from headswap.errors import ConfigError, DataError, HeadswapError
 from headswap.serve import DEFAULTS
 # MicroBatcher, BodyGuard and AccessGuard are importable from here too, as they were before the split.
 from headswap.serve.batching import MicroBatcher
+from headswap.serve.explaining import RETRY_AFTER_S, ExplainWorker, Refused
 from headswap.serve.guards import AccessGuard, BodyGuard
 from headswap.serve.validation import describe_error, error_loc
 
@@ -78,9 +84,13 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                max_text_chars: int = DEFAULTS["max_text_chars"], max_body_bytes: int = DEFAULTS["max_body_bytes"],
                batching: bool = True, api_key: str | None = None,
                max_concurrent_per_client: int = DEFAULTS["max_concurrent_per_client"],
-               max_json_depth: int = DEFAULTS["max_json_depth"], runtime: str = "auto"):
+               max_json_depth: int = DEFAULTS["max_json_depth"], runtime: str = "auto",
+               max_explain_texts: int = DEFAULTS["max_explain_texts"],
+               max_explain_text_chars: int = DEFAULTS["max_explain_text_chars"],
+               max_explain_steps: int = DEFAULTS["max_explain_steps"]):
     """A FastAPI app serving one classifier: a fitted TextClassifier, or a directory written by ``save``
-    (loaded here, once). ``app.state.classifier`` and ``app.state.batcher`` hold both; see the module doc.
+    (loaded here, once). ``app.state.classifier``, ``app.state.batcher`` and ``app.state.explainer`` hold them;
+    see the module doc.
     A classifier passed in has its progress bars switched off (no tqdm bar per request); a directory is loaded
     with `runtime` (headswap.classifier.runtime.RUNTIMES)."""
     _require_web_stack()
@@ -91,12 +101,16 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     from pydantic_core import PydanticCustomError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
+    from headswap.explain import STEPS
     from headswap.jobs.predictions import decisions
 
-    for name, value in (("max_texts_per_request", max_texts_per_request), ("max_text_chars", max_text_chars),
-                        ("max_body_bytes", max_body_bytes), ("max_json_depth", max_json_depth)):
-        if int(value) < 1:
-            raise ConfigError(f"{name} must be >= 1, got {value}")
+    for name, value, least in (("max_texts_per_request", max_texts_per_request, 1),
+                               ("max_text_chars", max_text_chars, 1), ("max_body_bytes", max_body_bytes, 1),
+                               ("max_json_depth", max_json_depth, 1), ("max_explain_texts", max_explain_texts, 1),
+                               ("max_explain_text_chars", max_explain_text_chars, 1),
+                               ("max_explain_steps", max_explain_steps, 2)):
+        if int(value) < least:
+            raise ConfigError(f"{name} must be >= {least}, got {value}")
     clf, model_dir = _load_classifier(clf_or_model_dir, runtime)
     labels = [str(v) for v in clf.labels_]
     strategy, model_name = str(getattr(clf, "strategy", "")), str(getattr(clf, "model", ""))
@@ -107,19 +121,17 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     # A model that rejects by a score other than softmax gets it as an extra column, sliced per request with the rest.
     batcher = MicroBatcher(scored_proba(clf), max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
                            batching=batching)
+    explainer = ExplainWorker(clf)
 
     # ---- schema -----------------------------------------------------------------------------------------
-    Text = Annotated[str, StringConstraints(strict=True, max_length=max_text_chars)]
+    def texts_field(max_texts: int, max_chars: int):
+        return Annotated[list[Annotated[str, StringConstraints(strict=True, max_length=max_chars)]],
+                         Field(min_length=1, max_length=max_texts,
+                               description=f"1 to {max_texts} non-blank texts of at most {max_chars} characters "
+                                           f"each")]
 
-    class PredictRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid",
-                                  json_schema_extra={"examples": [{"texts": ["free entry! txt WIN to 80086",
-                                                                             "see you at noon"]}]})
-        texts: list[Text] = Field(min_length=1, max_length=max_texts_per_request,
-                                  description=f"1 to {max_texts_per_request} non-blank texts of at most "
-                                              f"{max_text_chars} characters each")
-
-        @field_validator("texts")
+    class TextsRequest(BaseModel):
+        @field_validator("texts", check_fields=False)
         @classmethod
         def _not_blank(cls, texts: list[str]) -> list[str]:
             for i, t in enumerate(texts):
@@ -132,6 +144,21 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
                     raise PydanticCustomError("invalid_unicode", "text at index {index} contains an unpaired "
                                               "surrogate", {"index": i}) from None
             return texts
+
+    class PredictRequest(TextsRequest):
+        model_config = ConfigDict(extra="forbid",
+                                  json_schema_extra={"examples": [{"texts": ["free entry! txt WIN to 80086",
+                                                                             "see you at noon"]}]})
+        texts: texts_field(max_texts_per_request, max_text_chars)
+
+    class ExplainRequest(TextsRequest):
+        model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"texts": ["free entry! txt WIN"]}]})
+        texts: texts_field(max_explain_texts, max_explain_text_chars)
+        label: str | None = Field(default=None, description="explain this label (default: the predicted one(s))")
+        top: int = Field(default=10, ge=1, le=1000, description="words per text and label, by magnitude")
+        steps: int = Field(default=min(STEPS, max_explain_steps), ge=2, le=max_explain_steps,
+                           description="Integrated Gradients' interpolation steps (torch models; more is closer to "
+                                       "exact and slower)")
 
     class Prediction(BaseModel):
         label: str | None = Field(default=None, description="the most probable class (single-label models)")
@@ -163,6 +190,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         largest_batch: int = Field(description="most texts in one model call")
         queued: int = Field(description="requests waiting now")
         model_seconds: float = Field(description="seconds spent inside the model")
+        explanations: int = Field(description="/explain requests answered")
+        explain_refused: int = Field(description="/explain requests refused (429) because one was running")
+        explaining: bool = Field(description="whether an explanation is running now")
 
     class ErrorResponse(BaseModel):
         error: str = Field(description="what went wrong, in one line")
@@ -172,14 +202,16 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
     @asynccontextmanager
     async def lifespan(app):
         await batcher.start()
+        explainer.start()
         try:
             yield
         finally:
+            explainer.stop()
             await batcher.stop()
 
     app = FastAPI(title="headswap classifier", version=_version(), lifespan=lifespan,
                   description=f"{strategy} classifier on {model_name}; classes: {', '.join(labels)}.")
-    app.state.classifier, app.state.batcher, app.state.labels = clf, batcher, labels
+    app.state.classifier, app.state.batcher, app.state.explainer, app.state.labels = clf, batcher, explainer, labels
     app.add_middleware(BodyGuard, max_body_bytes=int(max_body_bytes), max_json_depth=int(max_json_depth))
     # Added last, so it runs first: an unauthorised or over-limit request is refused before its body is read.
     app.add_middleware(AccessGuard, api_key=api_key or None, max_concurrent_per_client=int(max_concurrent_per_client))
@@ -198,7 +230,9 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
             ctype = request.headers.get("content-type") or "none"
             return JSONResponse({"error": f"the body must be JSON sent with Content-Type: application/json "
                                           f"(got Content-Type: {ctype})", "detail": None}, status_code=415)
-        lines = [describe_error(e, max_texts_per_request, max_text_chars) for e in errors]
+        limits = ((max_explain_texts, max_explain_text_chars) if request.url.path.endswith("/explain") else
+                  (max_texts_per_request, max_text_chars))
+        lines = [describe_error(e, *limits) for e in errors]
         detail = [{"loc": error_loc(e), "type": e.get("type"), "msg": line}
                   for e, line in zip(errors[:20], lines)]
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
@@ -245,18 +279,19 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
         return {"predictions": [{key: answer, "probabilities": dict(zip(labels, row))}
                                 for answer, row in zip(answers, probs.tolist())]}
 
-    class ExplainRequest(PredictRequest):
-        model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"texts": ["free entry! txt WIN"]}]})
-        label: str | None = Field(default=None, description="explain this label (default: the predicted one(s))")
-        top: int = Field(default=10, ge=1, le=1000, description="words per text and label, by magnitude")
+    busy_doc = {429: {"model": ErrorResponse, "description": "an explanation is already running (Retry-After)"},
+                503: {"model": ErrorResponse, "description": "the server is shutting down"}}
 
-    @app.post("/explain", responses=errors_doc, summary="Which words drove each text's label",
+    @app.post("/explain", responses={**errors_doc, **busy_doc}, summary="Which words drove each text's label",
               description="Per text: for the predicted label (each predicted label of a multi-label model, or "
-              "`label`), the `top` words with signed scores (headswap.explain). Runs in the model thread.")
+              "`label`), the `top` words with signed scores (headswap.explain). One explanation at a time, in a "
+              "thread of its own: predictions keep their pace meanwhile, and another /explain gets 429.")
     async def explain_texts(body: ExplainRequest):
-        from headswap.explain import explain
         try:
-            explanations = await batcher.call(explain, clf, body.texts, body.label)
+            explanations = await explainer.explain(body.texts, body.label, body.steps)
+        except Refused as e:
+            return JSONResponse({"error": str(e), "detail": None}, status_code=e.status,
+                                headers={"Retry-After": str(RETRY_AFTER_S)})
         except (DataError, HeadswapError) as e:    # an unknown label, a model explain cannot take
             return JSONResponse({"error": str(e), "detail": None}, status_code=422)
         except Exception as e:
@@ -276,7 +311,7 @@ def create_app(clf_or_model_dir, max_batch_size: int = DEFAULTS["max_batch_size"
 
     @app.get("/stats", response_model=StatsResponse, summary="Counters: requests, model batches, texts")
     async def stats():
-        return {**batcher.stats, "queued": batcher.queued}
+        return {**batcher.stats, "queued": batcher.queued, **explainer.stats, "explaining": explainer.running}
 
     return app
 

@@ -104,12 +104,6 @@ class MicroBatcher:
         self.stats["requests"] += 1
         return await future   # a cancelled caller cancels its future; the worker then skips it
 
-    async def call(self, fn: Callable, *args):
-        """fn(*args) in the model thread, between batches: work that must not run beside a prediction (explain's
-        gradients hook the model's embedding layer while they run)."""
-        await self.start()
-        return await self._loop.run_in_executor(self._executor, fn, *args)
-
     async def _next_job(self) -> _Job:
         if self._carry is not None:
             job, self._carry = self._carry, None
