@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docs_runner import NOT_RUN, RUN, blocks, check_parses, run_page, skip_reason, write_data
+from docs_runner import NOT_RUN, RUN, blocks, check_parses, readme_quickstart, run_page, skip_reason, write_data
 from headswap.cli.parser import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +33,6 @@ def test_page_examples_run(page, tmp_path):
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the pages' data slices come from {SHARED_DATA}, which is not here")
     write_data(SHARED_DATA, tmp_path)
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")     # what ships in the repository, as a reader has it
     run_page(page, tmp_path)
 
 
@@ -93,8 +91,7 @@ def test_the_readmes_quickstart_is_run_by_the_quickstart_page():
     """README's quickstart blocks are skipped because docs/quickstart.md runs the same lines: every line of them
     must be there (else README could show a command no test runs)."""
     page = (DOCS / "quickstart.md").read_text(encoding="utf-8").splitlines()
-    shown = [b for b in blocks((ROOT / "README.md").read_text(encoding="utf-8"))
-             if b.lang in RUN and "docs/quickstart.md runs" in (skip_reason(b) or "")]
+    shown = readme_quickstart((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(shown) == 2
     missing = [line for b in shown for line in b.code.splitlines() if line.strip() and line not in page]
     assert missing == [], f"README quickstart lines docs/quickstart.md does not run: {missing}"
