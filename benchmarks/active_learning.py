@@ -7,11 +7,15 @@ and score macro F1 on the test set, until 2,000 labels. The model is a frozen-fe
 features (headswap's encoder-mlp body, max_length 64), computed ONCE for pool and test and cached on disk, and a
 scikit-learn logistic regression refit on the labelled features each round (what --head-fit logistic fits).
 
-    .venv/bin/python benchmarks/active_learning.py --sets emotion clinc150 --seeds 0 1 2 \\
-        --out benchmarks/results/active_learning --plot docs/img/active_learning.png
+    .venv/bin/python benchmarks/active_learning.py --data emotion clinc150 --seeds 0 1 2 \\
+        --out benchmarks/results/active_learning
 
-emotion: pool train.csv (16,000), test test.csv (2,000). CLINC150: pool train.csv (15,100), test validation.csv
-(3,100; the official test split is kept back). Each finished curve is written at once; a rerun skips those it has.
+--data takes the two built-in sets by name (folders of ../shared/data) or folders of your own. emotion: pool
+train.csv (16,000), test test.csv (2,000), first labels 200 at random. CLINC150: pool train.csv (15,100), test
+validation.csv (3,100; the official test split is kept back), first labels 2 per class. A folder of your own: pool
+train.csv, test test.csv (validation.csv where there is none), first labels 2 per class. Everything is written under
+--out: OUT/NAME.json per set (each finished curve at once; a rerun skips those it has), the features cached in
+OUT/features/NAME.npz, and the curves in OUT/active_learning.png.
 """
 
 from __future__ import annotations
@@ -31,14 +35,28 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
-SETS = {"emotion": ("train.csv", "test.csv", 200), "clinc150": ("train.csv", "validation.csv", None)}
+SETS = {"emotion": ("train.csv", "test.csv", 200), "clinc150": ("train.csv", "validation.csv", None)}   # built in
 STRATEGIES = ("random", "entropy", "margin", "margin-kmeans")
 MODEL, MAX_LENGTH = "minilm", 64
 
 
-def features(name: str, cache: Path) -> dict:
-    """{pool_x, pool_y, test_x, test_y, classes} for data set `name`: MiniLM pooled features from one pass of a
-    headswap model (oos.infer, what suggest reads), cached in `cache`/name.npz."""
+def data_set(ref: str) -> tuple[str, Path, str, str, int | None]:
+    """(name, folder, pool file, test file, first random labels or None for 2 per class) of a --data value: a
+    built-in set's name or a folder with train.csv and test.csv (or validation.csv)."""
+    if ref in SETS and not Path(ref).is_dir():
+        return (ref, SHARED / ref, *SETS[ref])
+    folder = Path(ref)
+    test = next((f for f in ("test.csv", "validation.csv") if (folder / f).is_file()), None)
+    if not (folder / "train.csv").is_file() or test is None:
+        raise SystemExit(f"--data {ref}: not a built-in set ({', '.join(SETS)}) nor a folder with train.csv and "
+                         "test.csv (or validation.csv)")
+    return folder.resolve().name, folder, "train.csv", test, None
+
+
+def features(ref: str, cache: Path) -> dict:
+    """{pool_x, pool_y, test_x, test_y, classes} for data set `ref`: MiniLM pooled features from one pass of a
+    headswap model (oos.infer, what suggest reads), cached in `cache`/NAME.npz."""
+    name, folder, pool_file, test_file, _ = data_set(ref)
     path = cache / f"{name}.npz"
     if path.exists():
         z = np.load(path, allow_pickle=False)
@@ -49,8 +67,7 @@ def features(name: str, cache: Path) -> dict:
 
     from headswap.classifier import reject_option as oos
     torch.set_num_threads(2)
-    pool_file, test_file, _ = SETS[name]
-    pool, test = load_dataset(SHARED / name / pool_file), load_dataset(SHARED / name / test_file)
+    pool, test = load_dataset(folder / pool_file), load_dataset(folder / test_file)
     classes = sorted(set(pool.labels))
     # Any fitted head-only model carries the frozen body; its head is not used (features are read before it).
     first = {}
@@ -75,9 +92,8 @@ def features(name: str, cache: Path) -> dict:
     return out
 
 
-def initial(y: np.ndarray, name: str, rng: np.random.Generator) -> np.ndarray:
-    """The seeded first labels: emotion 200 at random, CLINC150 2 per class."""
-    size = SETS[name][2]
+def initial(y: np.ndarray, size: int | None, rng: np.random.Generator) -> np.ndarray:
+    """The seeded first labels: `size` at random (emotion: 200), or 2 per class (None: CLINC150, your folders)."""
     if size is not None:
         return rng.choice(len(y), size=size, replace=False)
     return np.concatenate([rng.choice(np.flatnonzero(y == c), size=2, replace=False) for c in np.unique(y)])
@@ -92,7 +108,7 @@ def head():
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
 
 
-def curve(data: dict, name: str, strategy: str, seed: int, batch: int, budget: int) -> dict:
+def curve(data: dict, name: str, first: int | None, strategy: str, seed: int, batch: int, budget: int) -> dict:
     """One simulated labelling run: macro F1 on the test set at each labelled-set size, and selection seconds."""
     from sklearn.metrics import f1_score
 
@@ -100,7 +116,7 @@ def curve(data: dict, name: str, strategy: str, seed: int, batch: int, budget: i
     rng = np.random.default_rng(seed)
     x, y, tx, ty = data["pool_x"], data["pool_y"], data["test_x"], data["test_y"]
     labelled = np.zeros(len(y), dtype=bool)
-    labelled[initial(y, name, rng)] = True
+    labelled[initial(y, first, rng)] = True
     sizes, f1, select_s, fit_s = [], [], [], []
     while True:
         t0 = time.perf_counter()
@@ -150,7 +166,7 @@ def plot(summary: dict, path: Path, budget: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = [n for n in SETS if n in summary]
+    names = list(summary)
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4.2), squeeze=False)
     for ax, name in zip(axes[0], names):
         for strategy in STRATEGIES:
@@ -173,22 +189,26 @@ def plot(summary: dict, path: Path, budget: int) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> int:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    p.add_argument("--data", nargs="+", default=list(SETS), metavar="SET_OR_FOLDER",
+                   help=f"built-in sets ({', '.join(SETS)}) or folders with train.csv and test.csv (default: both sets)")
     p.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--batch", type=int, default=200)
     p.add_argument("--budget", type=int, default=2000)
-    p.add_argument("--cache", type=Path, default=ROOT / "runs" / "active_learning",
-                   help="where the pooled features are cached (default: runs/active_learning)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "active_learning")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "active_learning.png")
-    args = p.parse_args()
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "active_learning",
+                   help="where everything is written: NAME.json, features/NAME.npz, active_learning.png")
+    p.add_argument("--features-only", action="store_true", help="compute and cache the features, nothing else")
+    args = p.parse_args(argv)
+    sets = [data_set(ref) for ref in args.data]
     args.out.mkdir(parents=True, exist_ok=True)
+    cache = args.out / "features"
     summary = {}
-    for name in args.sets:
-        data = features(name, args.cache)
+    for ref, (name, folder, pool_file, test_file, first) in zip(args.data, sets):
+        data = features(ref, cache)
+        if args.features_only:
+            continue
         path = args.out / f"{name}.json"
         doc = json.loads(path.read_text()) if path.exists() else {"runs": []}
         done = {(r["strategy"], r["seed"]) for r in doc["runs"]}
@@ -197,12 +217,12 @@ def main() -> int:
                 if (strategy, seed) in done:
                     continue
                 t0 = time.perf_counter()
-                doc["runs"].append(curve(data, name, strategy, seed, args.batch, args.budget))
+                doc["runs"].append(curve(data, name, first, strategy, seed, args.batch, args.budget))
                 r = doc["runs"][-1]
                 print(f"{name} seed {seed} {strategy:14s} F1 at {r['labels'][0]}: {r['macro_f1'][0]:.4f}, at "
                       f"{r['labels'][-1]}: {r['macro_f1'][-1]:.4f} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
                 doc.update({
-                    "set": name, "pool": f"{name}/{SETS[name][0]}", "test": f"{name}/{SETS[name][1]}",
+                    "set": name, "pool": f"{name}/{pool_file}", "test": f"{name}/{test_file}",
                     "pool_texts": int(len(data["pool_y"])), "test_texts": int(len(data["test_y"])),
                     "model": f"{MODEL} mean-pooled frozen features (headswap encoder-mlp body, max_length {MAX_LENGTH})",
                     "head": "StandardScaler + LogisticRegression(max_iter=1000), refit each round",
@@ -217,13 +237,10 @@ def main() -> int:
         print(f"{name}: random at {args.budget}: {s.get('random_macro_f1_at_budget')}; labels to reach it: "
               + ", ".join(f"{k} {v.get('labels_to_reach_random_at_budget')}" for k, v in s.items()
                           if isinstance(v, dict)))
-    plot(summary, args.plot, args.budget)
+    if summary:
+        plot(summary, args.out / "active_learning.png", args.budget)
     return 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--features-only"]:
-        for n in sys.argv[2:]:
-            features(n, ROOT / "runs" / "active_learning")
-    else:
-        sys.exit(main())
+    sys.exit(main())

@@ -116,17 +116,27 @@ def same_output(expected: str, got: str) -> bool:
     return checker.check_output(mask(expected), mask(got), doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
 
 
+def readme_quickstart(text: str) -> list[Block]:
+    """README's quickstart blocks: skipped there because docs/quickstart.md runs the same lines (tests/test_docs.py
+    checks that it holds them); .ci/wheel-check runs them as they stand, from a pip install."""
+    return [b for b in blocks(text) if b.lang in RUN and "docs/quickstart.md runs" in (skip_reason(b) or "")]
+
+
 def run_page(page: Path, workdir: Path, log=print) -> list[tuple[int, float]]:
     """Runs every runnable, unskipped block of `page` in `workdir`; raises AssertionError naming the page and line
     of the first block that fails or prints other output than the page shows. Returns (line, seconds) per block."""
+    runnable = [b for b in blocks(page.read_text(encoding="utf-8")) if b.lang in RUN and skip_reason(b) is None]
+    return run_blocks(page.name, runnable, workdir, log)
+
+
+def run_blocks(name: str, found: list[Block], workdir: Path, log=print) -> list[tuple[int, float]]:
+    """run_page on the given blocks of page `name`, skipped or not."""
     namespace: dict = {"__name__": "__main__"}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     times = []
-    for block in blocks(page.read_text(encoding="utf-8")):
-        if block.lang not in RUN or skip_reason(block) is not None:
-            continue
-        where = f"{page.name}:{block.line}"
+    for block in found:
+        where = f"{name}:{block.line}"
         t0 = time.perf_counter()
         if block.lang == "bash":
             r = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=workdir, env=env, text=True,

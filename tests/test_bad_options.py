@@ -65,7 +65,7 @@ TEXT_CASES = {
     ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],
     ("distill", "--label-column"): ["nosuch"], ("distill", "--out"): ["{file}", "{full}"],
     ("distill", "--model"): ["no-such-model"],
-    ("demo", "--json"): ["{dir}"],
+    ("demo", "--json"): ["{dir}"], ("demo", "--data"): ["{dir}", "{file}", "{dir}/no-folder/spam.csv"],
     ("audit", "--data"): ["nope"], ("audit", "--text-column"): ["nosuch"], ("audit", "--label-column"): ["nosuch"],
     ("audit", "--out"): ["{file}"], ("audit", "--model"): ["no-such-model"],
     ("audit", "--prompt"): ["@missing-prompt.txt"], ("audit", "--descriptions"): ["missing-descriptions.csv"],

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docs_runner import NOT_RUN, RUN, blocks, check_parses, run_page, skip_reason, write_data
+from docs_runner import NOT_RUN, RUN, blocks, check_parses, readme_quickstart, run_page, skip_reason, write_data
 from headswap.cli.parser import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +21,7 @@ DOCS = ROOT / "docs"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 README_MAX_LINES = 90
+BENCHMARKS_MAX_LINES = 500
 
 
 def _runnable(page: Path) -> list:
@@ -34,7 +34,6 @@ def test_page_examples_run(page, tmp_path):
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the pages' data slices come from {SHARED_DATA}, which is not here")
     write_data(SHARED_DATA, tmp_path)
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")     # what ships in the repository, as a reader has it
     run_page(page, tmp_path)
 
 
@@ -89,12 +88,22 @@ def test_readme_is_a_front_door():
         "README's first lines are the two set-up commands"
 
 
+def test_benchmarks_is_a_readers_page():
+    """BENCHMARKS.md gives the current figures, the best per data set first; dated runs and their history go to
+    docs/benchmark-log.md (it had grown to 754 lines as runs were added)."""
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= BENCHMARKS_MAX_LINES, \
+        f"BENCHMARKS.md has {len(lines)} lines; move dated runs to docs/benchmark-log.md"
+    assert next(line for line in lines if line.startswith("## ")) == "## Best result per data set"
+    assert re.findall(r"(?i)\bissues?[ #/-]*\d+", text) == [], "issue numbers: say what was measured instead"
+
+
 def test_the_readmes_quickstart_is_run_by_the_quickstart_page():
     """README's quickstart blocks are skipped because docs/quickstart.md runs the same lines: every line of them
     must be there (else README could show a command no test runs)."""
     page = (DOCS / "quickstart.md").read_text(encoding="utf-8").splitlines()
-    shown = [b for b in blocks((ROOT / "README.md").read_text(encoding="utf-8"))
-             if b.lang in RUN and "docs/quickstart.md runs" in (skip_reason(b) or "")]
+    shown = readme_quickstart((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(shown) == 2
     missing = [line for b in shown for line in b.code.splitlines() if line.strip() and line not in page]
     assert missing == [], f"README quickstart lines docs/quickstart.md does not run: {missing}"

@@ -117,10 +117,52 @@ def test_licence_is_mit():
     assert pyproject()["project"]["license"] == "MIT"
 
 
-def test_example_data_ships_both_classes():
-    with open(ROOT / "examples" / "spam.csv", encoding="utf-8", newline="") as f:
+def test_the_install_page_lists_every_extra():
+    """docs/install.md's table of extras names each extra pyproject.toml declares (`explain` was missing)."""
+    text = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    first_cells = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    listed = {name for cell in first_cells for name in re.findall(r"`([\w-]+)`", cell)}
+    assert set(pyproject()["project"]["optional-dependencies"]) - listed == set()
+
+
+def test_the_example_data_ships_in_the_package_with_its_licence():
+    """The quickstart's data is package data (a pip install has it; .ci/wheel-check runs the quickstart from one)."""
+    from headswap.datasets import SPAM_CSV
+    with open(SPAM_CSV, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     labels = [r["label"] for r in rows]
     assert len(rows) == 300 and labels.count("ham") == 260 and labels.count("spam") == 40
     assert all(r["text"] for r in rows)
-    assert "CC BY 4.0" in (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    assert "CC BY 4.0" in (SPAM_CSV.parent / "README.md").read_text(encoding="utf-8")
+    shipped = pyproject()["tool"]["setuptools"]["package-data"]["headswap.datasets"]
+    assert {SPAM_CSV.name, "README.md"} <= set(shipped)
+    assert not (ROOT / "examples" / "spam.csv").exists(), "one copy: the package's"
+
+
+def test_load_spam_answers_as_scikit_learns_loaders_do():
+    from headswap.datasets import SPAM_CSV, load_spam
+    texts, labels = load_spam(return_X_y=True)
+    assert isinstance(texts, list) and isinstance(labels, list) and len(texts) == len(labels) == 300
+    assert texts[2].startswith("Free entry in 2 a wkly comp") and labels[2] == "spam"
+    bunch = load_spam()
+    assert (bunch.data, bunch.target, bunch.frame) == (texts, labels, None)
+    assert bunch.target_names == ["ham", "spam"] and bunch.filename == str(SPAM_CSV) and "CC BY 4.0" in bunch.DESCR
+    pd = pytest.importorskip("pandas")
+    framed = load_spam(as_frame=True)
+    assert list(framed.frame.columns) == ["text", "label"] and framed.frame.equals(pd.read_csv(SPAM_CSV))
+    X, y = load_spam(return_X_y=True, as_frame=True)
+    assert (X.name, y.name, X.tolist(), y.tolist()) == ("text", "label", texts, labels)
+
+
+def test_demo_data_writes_the_sample_here_and_keeps_a_file_already_there(tmp_path, monkeypatch):
+    from headswap.datasets import SPAM_CSV
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = invoke(["demo", "--data"])
+    assert rc == 0, err
+    assert (tmp_path / "spam.csv").read_bytes() == SPAM_CSV.read_bytes() and out.startswith("wrote spam.csv: 300 ")
+    rc, out, err = invoke(["demo", "--data", "spam.csv"])      # the quickstart run twice
+    assert rc == 0 and "already holds the SMS sample" in out, err
+    (tmp_path / "mine.csv").write_text("text,label\nmy own,row\n")
+    rc, out, err = invoke(["demo", "--data", "mine.csv"])
+    assert rc == 2 and err.count("\n") == 1 and "--data mine.csv: the file exists" in err, err
+    assert (tmp_path / "mine.csv").read_text() == "text,label\nmy own,row\n"
