@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from headswap.cli.options import check_output_file, int_at_least, positive_float
+from headswap.cli.options import int_at_least, positive_float
 from headswap.settings import HEADS, POOLINGS
 
 HELP = "the head-swap capstone on the synthetic SMS fixture (CPU, ~1 minute)"
@@ -21,14 +21,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pooling", choices=POOLINGS, default="mean")
     p.add_argument("--head", choices=HEADS, default="linear")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON")
+    p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON (a new file, or one headswap wrote)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
+    from headswap.saved.outputs import JSON_MARK, check_file
     from headswap.teach.demo import run_demo, write_json
 
-    check_output_file("--json", args.json)
+    check_file("--json", args.json, mark=JSON_MARK)
 
     summary = run_demo(pretrain_epochs=args.pretrain_epochs, epoch_scale=args.epoch_scale, pooling=args.pooling,
                        head=args.head, seed=args.seed, progress=not args.quiet)
