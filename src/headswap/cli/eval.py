@@ -16,7 +16,7 @@ from headswap.errors import DataError
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and reliability PNGs"
 # What eval may write into OUT (the chart is per_label_f1.png for a multi-label model; oos_scores.png with an
 # out-of-scope label): a file of one of these names that headswap did not write there is refused.
-FILES = ("metrics.json", "confusion_matrix.png", "per_label_f1.png", "reliability_diagram.png", "oos_scores.png")
+OUTPUTS = ("metrics.json", "confusion_matrix.png", "per_label_f1.png", "reliability_diagram.png", "oos_scores.png")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def run(args) -> int:
 
     out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
     flag = "--out" if args.out else "the default --out"
-    check_folder(flag, out, FILES, inputs=[("--data", args.data)])
+    check_folder(flag, out, OUTPUTS, inputs=[("--data", args.data)])
     with output_lock(out, flag):   # two evals into OUT do not mix files
         return _run(args, out)
 
