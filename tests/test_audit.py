@@ -17,6 +17,7 @@ from cli_run import invoke
 from headswap import audit
 from headswap.errors import ConfigError, DataError
 from headswap.jobs.label_audit import DUPLICATE_COLUMNS, ISSUE_COLUMNS
+from headswap.saved.outputs import MANIFEST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -157,7 +158,7 @@ def test_cli_writes_the_four_files_with_row_numbers_of_the_csv(folder, tmp_path)
     assert rc == 0, stderr
     assert {p.name: sha(p) for p in folder["dir"].iterdir()} == before          # the data is only read
     assert (out / "notes.txt").read_text() == "keep me"                           # a user's file is left alone
-    assert sorted(p.name for p in out.iterdir()) == ["audit.html", "audit.json", "label_issues.csv",
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "audit.html", "audit.json", "label_issues.csv",
                                                      "near_duplicates.csv", "notes.txt"]
 
     with open(out / "label_issues.csv", newline="", encoding="utf-8") as f:

@@ -18,6 +18,7 @@ from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
 from headswap.saved.atomic import output_lock
+from headswap.saved.outputs import MANIFEST
 
 TEXTS = ["win cash now", "free call now", "see you at noon", "ok home", "urgent prize", "running late"] * 3
 LABELS = ["spam", "spam", "ham", "ham", "spam", "ham"] * 3
@@ -152,7 +153,8 @@ def test_eval_on_a_full_disk_keeps_the_previous_files_whole(world, tmp_path, mon
     argv = ["eval", "-q", "--model-dir", str(world["model"]), "--data", str(world["data"]), "--out", str(out)]
     assert invoke(argv)[0] == 0
     before = _listing(out)
-    assert [name for name, _ in before] == ["confusion_matrix.png", "metrics.json", "reliability_diagram.png"]
+    assert [name for name, _ in before] == [MANIFEST, "confusion_matrix.png", "metrics.json",
+                                            "reliability_diagram.png"]
 
     def full(*a, **kw):
         raise ENOSPC
@@ -169,8 +171,9 @@ def test_audit_on_a_full_disk_names_the_folder_and_writes_nothing(world, tmp_pat
     pytest.importorskip("cleanlab")
     from pathlib import Path
     out = tmp_path / "audit"
-    out.mkdir()
-    (out / "audit.json").write_text("{}")       # a previous audit's file, kept as it was
+    argv = ["audit", "-q", "--data", str(world["data"]), "--folds", "2", "--out", str(out)]
+    assert invoke(argv)[0] == 0
+    before = _listing(out)      # a previous audit's files, kept as they were
     real = Path.write_text
 
     def write_text(self, *a, **kw):
@@ -178,9 +181,9 @@ def test_audit_on_a_full_disk_names_the_folder_and_writes_nothing(world, tmp_pat
             raise ENOSPC
         return real(self, *a, **kw)
     monkeypatch.setattr(Path, "write_text", write_text)
-    rc, _, err = invoke(["audit", "-q", "--data", str(world["data"]), "--folds", "2", "--out", str(out)])
+    rc, _, err = invoke(argv)
     assert rc == 2 and f"in {out} failed: No space left on device" in _one_line(err)
-    assert _listing(out) == [("audit.json", b"{}")]
+    assert _listing(out) == before
 
 
 def test_an_out_whose_folder_takes_no_lock_file_is_named(world, tmp_path, monkeypatch):

@@ -149,7 +149,7 @@ def test_the_command_distills_and_the_student_predicts(teacher, tmp_path):
     assert json.loads((out / "headswap_config.json").read_text())["distillation"]["unlabelled"] == 3
     rc, err = _main("distill", "--teacher", str(teacher["dir"]), "--data", str(data), "--out", str(teacher["dir"]),
                     "-q")
-    assert rc == 2 and "is the teacher's directory" in err
+    assert rc == 2 and f"--out {teacher['dir']} is the model --teacher {teacher['dir']}; saving would replace it" in err
 
 
 def _one_line(excinfo) -> str:

@@ -48,10 +48,13 @@ RUN_FILES = ("results.json", "results.md", "report.html", "learning_curves.png",
 
 def check_run_folder(out, flag: str = "--out") -> None:
     """Refuse an OUT whose files a run would replace, unless an earlier run wrote it (its results.json is a run's):
-    a user's own results.md or report.html is never overwritten. Other files are left beside the run's."""
+    a user's own results.md or report.html is never overwritten. Other files are left beside the run's. OUT is no
+    file, and no saved model nor in one (headswap.saved.outputs)."""
     from headswap.errors import HeadswapError
+    from headswap.saved.outputs import check_folder
 
     out = Path(out)
+    check_folder(flag, out, ())
     if not out.is_dir() or _is_run(out / "results.json"):
         return
     clash = sorted(p.name for p in out.iterdir()

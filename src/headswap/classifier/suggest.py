@@ -123,20 +123,21 @@ class Suggestions:
 
     def write(self, out, extra: dict | None = None) -> list[Path]:
         """OUT/to_label.csv, label_studio.json (tasks with the model's predictions), label_studio_config.xml
-        (the labelling interface to paste into the project) and suggest.json: all four, or (a failure) none."""
-        from headswap.saved.atomic import written_together
+        (the labelling interface to paste into the project) and suggest.json: all four, or (a failure) none. A file
+        of one of these names that headswap did not write (or one changed since, being labelled) is refused."""
+        from headswap.saved.outputs import check_folder, writing
         out = Path(out)
+        check_folder("out", out, FILES)
         out.mkdir(parents=True, exist_ok=True)
         summary = {**self.summary, **(extra or {})}
         tasks = label_studio_tasks(self, str(summary.get("model") or "headswap"))
         texts = [to_csv(self.rows), json.dumps(tasks, indent=1, ensure_ascii=False) + "\n",
                  label_studio_config(self.classes),
                  json.dumps(summary, indent=2, default=str) + "\n"]
-        paths = [out / name for name in FILES]
-        with written_together(paths) as tmp:
+        with writing(out, FILES) as tmp:
             for path, text in zip(tmp, texts):
                 path.write_text(text, encoding="utf-8")
-        return paths
+        return [out / name for name in FILES]
 
 
 def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: int = 0,

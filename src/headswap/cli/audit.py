@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from headswap import settings
 from headswap.cli.data_args import add_columns, data_files, load
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models
-from headswap.cli.options import check_output_dir, int_at_least, settings_from
+from headswap.cli.options import int_at_least, settings_from
 from headswap.errors import ConfigError
 
 HELP = "find likely label errors and near-duplicate texts in training data (cleanlab), before training"
@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--folds", type=int_at_least(2), default=5, metavar="K",
                    help="stratified cross-validation folds; every class needs at least K texts (default: %(default)s)")
     p.add_argument("--out", default="audit-out", metavar="AUDIT_DIR", help="folder for label_issues.csv, "
-                   "near_duplicates.csv, audit.json and audit.html; other files in it are left alone "
-                   "(default: %(default)s)")
+                   "near_duplicates.csv, audit.json and audit.html; other files in it are left alone, and a file of the "
+                   "same name that headswap did not write is refused (default: %(default)s)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars")
     add_settings(p, skip=NOT_SETTINGS, model=None)
 
@@ -67,8 +67,9 @@ def run(args) -> int:
     from headswap.jobs import label_audit  # the module, looked up at call time (tests patch audit_data)
     from headswap.saved.atomic import output_lock
     from headswap.data.load import check_training_data
+    from headswap.saved.outputs import check_folder
 
-    check_output_dir("--out", args.out)
+    check_folder("--out", args.out, label_audit.FILES[:4], inputs=[("--data", args.data)])
     values = classifier_settings(args)
     label_audit.require_cleanlab()
     if args.strategy != TFIDF:

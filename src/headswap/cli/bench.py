@@ -7,7 +7,7 @@ import sys
 
 from headswap import settings
 from headswap.cli.data_args import add_columns, load
-from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, check_output_dir
+from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models
 from headswap.cli.options import int_at_least, settings_from
 
 HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
@@ -71,7 +71,6 @@ def check_arguments(args, command: str) -> None:
 
     parse_strategies(args.strategies)
     settings.check(settings_from(args, skip=NOT_SETTINGS))     # before the work, which would refuse them later
-    check_output_dir("--out", args.out)
     from headswap.bench.report import check_run_folder
     check_run_folder(args.out)
     check_descriptions(args.descriptions)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headswap.cli.options import check_output_file, int_at_least, positive_float
+from headswap.cli.options import int_at_least, positive_float
 from headswap.errors import HeadswapError
 from headswap.settings import HEADS, POOLINGS
 
@@ -28,16 +28,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pooling", choices=POOLINGS, default="mean")
     p.add_argument("--head", choices=HEADS, default="linear")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON")
+    p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON (a new file, or one headswap wrote)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
     if args.data:
         return write_sample(args.data)
+    from headswap.saved.outputs import JSON_MARK, check_file
     from headswap.teach.demo import run_demo, write_json
 
-    check_output_file("--json", args.json)
+    check_file("--json", args.json, mark=JSON_MARK)
 
     summary = run_demo(pretrain_epochs=args.pretrain_epochs, epoch_scale=args.epoch_scale, pooling=args.pooling,
                        head=args.head, seed=args.seed, progress=not args.quiet)
@@ -50,8 +51,9 @@ def run(args) -> int:
 def write_sample(path: str) -> int:
     """Copies the shipped SMS sample to `path`; a file already there is kept (unchanged when it is the sample)."""
     from headswap.datasets import SPAM_CSV
+    from headswap.saved.outputs import check_file
 
-    check_output_file("--data", path)
+    check_file("--data", path)     # no mark: a file there is kept whatever it holds (below)
     sample, out = SPAM_CSV.read_bytes(), Path(path)
     if out.exists():
         if out.read_bytes() != sample:

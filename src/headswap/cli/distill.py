@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load
-from headswap.cli.options import add_settings, check_model_out, check_models, settings_from
+from headswap.cli.options import add_settings, check_models, settings_from
 from headswap.errors import DataError, HeadswapError
 
 HELP = "train a fast TF-IDF or static student on a saved classifier's probabilities"
@@ -83,15 +83,13 @@ def unlabeled_texts(path: str, text_column: str):
 
 
 def run(args) -> int:
-    check_model_out("--out", args.out)
+    from headswap.saved.outputs import check_model_out
+    check_model_out("--out", args.out, inputs=[("--teacher", args.teacher)])
     params = student_settings(args)
     if params:
         from headswap.classifier.estimator import TextClassifier
         TextClassifier(**params, strategy="static").resolved_params()   # checked before any data or model loads
         check_models("--model", [params["model"]])
-    out = Path(args.out)
-    if out.exists() and Path(args.teacher).exists() and out.resolve() == Path(args.teacher).resolve():
-        raise HeadswapError(f"--out {args.out} is the teacher's directory; write the student to another one")
     from headswap.saved.atomic import output_lock
     with output_lock(args.out):     # held from the start, as train holds it: a second distill into OUT stops at once
         return _run(args, params)

@@ -9,11 +9,14 @@ from contextlib import suppress
 from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
-from headswap.cli.options import add_runtime, check_output_dir, int_at_least
+from headswap.cli.options import add_runtime, int_at_least
 from headswap.data.splits import FILES
 from headswap.errors import DataError
 
 HELP = "evaluate a saved classifier: report, metrics.json, confusion-matrix and reliability PNGs"
+# What eval may write into OUT (the chart is per_label_f1.png for a multi-label model; oos_scores.png with an
+# out-of-scope label): a file of one of these names that headswap did not write there is refused.
+OUTPUTS = ("metrics.json", "confusion_matrix.png", "per_label_f1.png", "reliability_diagram.png", "oos_scores.png")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="labelled file, or a directory with test.csv")
     add_columns(p)
     p.add_argument("--out", help="where to write metrics.json, confusion_matrix.png (per_label_f1.png for multi-label "
-                   "models) and reliability_diagram.png (default: MODEL_DIR-eval, beside the model, not in it)")
+                   "models) and reliability_diagram.png, never over a file of the same name that headswap did not "
+                   "write (default: MODEL_DIR-eval, beside the model, not in it)")
     p.add_argument("--limit", type=int_at_least(1), help="evaluate a stratified sample of this many texts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true")
@@ -30,18 +34,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.saved.atomic import output_lock
+    from headswap.saved.outputs import check_folder
 
-    check_output_dir("--out", args.out)
-    if not args.out:
-        check_output_dir("the default --out", str(default_eval_dir(args.model_dir)))
     out = Path(args.out) if args.out else default_eval_dir(args.model_dir)
-    with output_lock(out, "--out" if args.out else "the default --out"):   # two evals into OUT do not mix files
+    flag = "--out" if args.out else "the default --out"
+    check_folder(flag, out, OUTPUTS, inputs=[("--data", args.data)])
+    with output_lock(out, flag):   # two evals into OUT do not mix files
         return _run(args, out)
 
 
 def _run(args, out: Path) -> int:
     from headswap.classifier.estimator import load_model
-    from headswap.saved.atomic import written_together
+    from headswap.saved.outputs import record, writing
     from headswap.data.load import check_eval_labels
     from headswap.reports.plots import plot_confusion, plot_label_f1, plot_reliability
 
@@ -71,7 +75,7 @@ def _run(args, out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         # All three or none: a full disk must not leave a new metrics.json beside the previous run's charts.
-        with written_together([out / "metrics.json", out / chart, out / "reliability_diagram.png"]) as tmp:
+        with writing(out, ["metrics.json", chart, "reliability_diagram.png"]) as tmp:
             tmp[0].write_text(json.dumps({**m.to_dict(), "source": str(path)}, indent=2, default=str))
             if clf.multi_label:    # no single confusion matrix: the per-label report says what each label got
                 plot_label_f1(m.to_dict(), tmp[1], title=title)
@@ -96,6 +100,7 @@ def _run(args, out: Path) -> int:
             print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
                   f"{describe_scores(block)}")
             plot_oos_scores(block, out / "oos_scores.png", title=f"{clf.strategy} on {clf.model}: {path.name}")
+            record(out, ["oos_scores.png"])
             chart += ", oos_scores.png"
     print(f"wrote {out / 'metrics.json'}, {out / chart} and {out / 'reliability_diagram.png'}", file=sys.stderr)
     return 0

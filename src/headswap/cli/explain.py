@@ -7,7 +7,7 @@ import json
 import sys
 
 from headswap.cli.data_args import add_columns
-from headswap.cli.options import add_runtime, check_output_file, int_at_least
+from headswap.cli.options import add_runtime, int_at_least
 from headswap.errors import HeadswapError
 
 HELP = "show which words drove each text's label (signed scores per word; an HTML view)"
@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_columns(p, label=False)
     p.add_argument("--label", help="explain this label instead of the predicted one(s)")
     p.add_argument("--top", type=int_at_least(1), default=10, help="words shown per text (default: %(default)s)")
-    p.add_argument("--html", help="also write an HTML page with every word shaded by its score")
+    p.add_argument("--html", help="also write an HTML page with every word shaded by its score (a new file, or "
+                   "one headswap wrote)")
     p.add_argument("--json", action="store_true", help="JSON lines out (each text's top words) instead of text")
     p.add_argument("--method", choices=("auto", "integrated-gradients", "occlusion", "coefficients"), default="auto",
                    help="auto: integrated-gradients for torch models, occlusion for ONNX exports, coefficients for "
@@ -44,7 +45,8 @@ def run(args) -> int:
         raise HeadswapError("give the texts to explain on the command line, or a file with --data")
     for number, text in enumerate(args.texts, start=1):
         _check_argument_text(number, text)
-    check_output_file("--html", args.html)
+    from headswap.saved.outputs import HTML_MARK, check_file
+    check_file("--html", args.html, inputs=[("--data", args.data)], mark=HTML_MARK)
     texts = list(args.texts) or _read(args.data, args.text_column)
     from headswap.classifier.estimator import load_model
     from headswap.explain import explain

@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.saved.atomic import output_lock
+    from headswap.saved.outputs import check_model_out
     from headswap.jobs.export import export    # refuses an --out that is a file or a non-empty directory
+    check_model_out("--out", args.out, inputs=[("--model-dir", args.model_dir)])
     with output_lock(args.out):         # two exports into one --out would write, and remove, each other's files
         entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
     check = entry["check"]

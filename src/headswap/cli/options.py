@@ -154,37 +154,7 @@ def add_runtime(parser: argparse.ArgumentParser) -> None:
 
 
 # ---- checks a command runs before anything heavy (data, models, training) -------------------------------------
-
-
-def check_output_dir(flag: str, path: str | None) -> None:
-    """An output directory may exist, but not as a file."""
-    if path and Path(path).exists() and not Path(path).is_dir():
-        raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
-
-
-def check_model_out(flag: str, path: str | None) -> None:
-    """A model is saved by swapping the new folder in for OUT and deleting the old one: OUT must be new, empty,
-    a saved model, or hold only a run's checkpoints (train --resume), never a folder of someone's files."""
-    from headswap.saved.model_dir import CONFIG_FILE
-    check_output_dir(flag, path)
-    out = Path(path) if path else None
-    if out is not None and out.is_dir() and not (out / CONFIG_FILE).is_file():
-        others = sorted(p.name for p in out.iterdir() if p.name != "checkpoints")
-        if others:
-            raise HeadswapError(f"{flag} {path} is a directory that holds no saved model (it has {', '.join(others[:3])}"
-                                f"{', ...' if len(others) > 3 else ''}); saving would replace it: give a new or empty "
-                                "directory, or a saved model to replace")
-
-
-def check_output_file(flag: str, path: str | None) -> None:
-    """An output file may exist, but not as a directory, and its folder must exist."""
-    if not path:
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise HeadswapError(f"{flag} {path} is a directory; give a file name")
-    if not p.parent.is_dir():
-        raise HeadswapError(f"{flag} {path}: the folder {p.parent} does not exist")
+# (where a command may write: headswap.saved.outputs, the one rule every writer follows)
 
 
 def check_models(flag: str, refs) -> None:

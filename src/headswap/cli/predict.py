@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -37,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from headswap.saved.atomic import output_lock
+    from headswap.saved.outputs import check_file
 
     if args.resume and not args.out:
         raise HeadswapError("--resume needs --out (the file to continue)")
@@ -45,16 +45,11 @@ def run(args) -> int:
     for number, text in enumerate(args.texts, start=1):
         _check_argument_text(number, text)
     out_path = Path(args.out) if args.out else None
-    if out_path and args.data and out_path.exists() and Path(args.data).exists() \
-            and os.path.samefile(out_path, args.data):
-        raise HeadswapError(f"--out {args.out} is the input file --data {args.data}; write the predictions to "
-                            f"another file")
+    # A missing folder is refused rather than created (as pandas' to_csv does): a mistyped path would leave folders
+    # about. An existing --out is continued with --resume, else refused (_run_local, the ray engine).
+    check_file("--out", args.out, inputs=[("--data", args.data)])
     if out_path and out_path.exists() and not out_path.is_file():
         raise HeadswapError(f"--out {args.out} is not a file")
-    if out_path and not out_path.parent.is_dir():
-        # Refused rather than created (as pandas' to_csv does): a mistyped path would leave folders about.
-        raise HeadswapError(f"--out {args.out}: the folder {out_path.parent} "
-                            f"{'is not a folder' if out_path.parent.exists() else 'does not exist'}")
     if args.engine != "ray" and (args.batch_size is not None or args.concurrency is not None):
         raise HeadswapError(f"{'--batch-size' if args.batch_size is not None else '--concurrency'} applies to "
                             f"--engine ray only (--engine local reads --chunk-size texts at a time)")

@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from headswap.cli.options import add_runtime, check_output_dir, int_at_least
+from headswap.cli.options import add_runtime, int_at_least
 from headswap.errors import HeadswapError
 
 HELP = "choose which unlabelled texts to label next (uncertain ones, spread over the model's features)"
@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "random: a seeded draw")
     p.add_argument("--seed", type=int, default=0, help="k-means and random draw seed (default: %(default)s)")
     p.add_argument("--out", default="suggest-out", metavar="DIR", help="folder for the files; other files in it are "
-                   "left alone (default: %(default)s)")
+                   "left alone, and a file of the same name that headswap did not write is refused (default: "
+                   "%(default)s)")
     add_runtime(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary lines on stderr")
 
@@ -60,9 +61,10 @@ def run(args) -> int:
     from headswap.classifier.estimator import load_model
     from headswap.saved.atomic import output_lock
     from headswap.saved.model_dir import read_config
-    from headswap.classifier.suggest import check_n, suggest
+    from headswap.classifier.suggest import FILES, check_n, suggest
+    from headswap.saved.outputs import check_folder
 
-    check_output_dir("--out", args.out)
+    check_folder("--out", args.out, FILES, inputs=[("--data", args.data), ("--labelled", args.labelled)])
     read_config(Path(args.model_dir))     # a missing or damaged model is named before the data is read
     rows, texts = read_texts(args.data, args.text_column)
     labelled = read_texts(args.labelled, args.text_column)[1] if args.labelled else None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from headswap.cli.data_args import add_columns, data_files, load, subsample
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, int_at_least
-from headswap.cli.options import check_model_out, settings_from
+from headswap.cli.options import settings_from
 from headswap.errors import ConfigError, HeadswapError
 
 HELP = "train a classifier on a labelled file and save it"
@@ -52,11 +52,17 @@ def run(args) -> int:
     import os
 
     from headswap.saved.atomic import output_lock
-    check_model_out("--out", args.out)
+    check_out(args)
     if os.environ.get("RANK", "0") != "0":   # under `accelerate launch` the main process holds OUT
         return _run(args)
     with output_lock(args.out):             # a second train into the same OUT stops at once
         return _run(args)
+
+
+def check_out(args) -> None:
+    """OUT may take the model: never the --init-from model itself, which the save would replace."""
+    from headswap.saved.outputs import check_model_out
+    check_model_out("--out", args.out, inputs=[("--init-from", args.init_from)])
 
 
 def _run(args) -> int:
@@ -65,7 +71,7 @@ def _run(args) -> int:
     from headswap.settings import BINARY_METRICS
 
     out = Path(args.out)
-    check_model_out("--out", args.out)
+    check_out(args)
     parent = None
     if args.init_from:     # before the data is read: its settings (multi_label, columns' meaning) are the defaults
         from headswap.cli.options import given

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 
+from headswap.saved.outputs import HTML_MARK     # a rerun of explain --html may replace the page, and nothing else
+
 METHOD_NAMES = {"integrated-gradients": "Integrated Gradients", "occlusion": "occlusion",
                 "coefficients": "TF-IDF coefficients"}
 
@@ -45,7 +47,7 @@ def as_html(explanations, title: str = "headswap explain") -> str:
                           f"(probability {ex.probabilities[label]:.3f}; "
                           f"{html.escape(METHOD_NAMES.get(ex.method, ex.method))})</div>"
                           f'<p class="text">{"".join(parts)}</p></div>')
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>"
+    return (f"<!doctype html><html><head><meta charset=\"utf-8\">{HTML_MARK}<title>{html.escape(title)}</title><style>"
             "body{font-family:system-ui,sans-serif;max-width:52em;margin:2em auto;color:#111}"
             ".ex{margin:0 0 1.2em}.head{color:#444;font-size:.9em}.text{line-height:1.9;font-size:1.1em;margin:.3em 0}"
             ".text span{border-radius:3px;padding:1px 2px}.key span{padding:1px 6px;border-radius:3px}"

@@ -75,18 +75,19 @@ class Audit:
 
     def write(self, out, extra: dict | None = None) -> list[Path]:
         """Write OUT/label_issues.csv, near_duplicates.csv, audit.json and audit.html, all four or (a failure)
-        none; other files in OUT are left alone. `extra`: more keys for audit.json (the command line, the data path)."""
-        from headswap.saved.atomic import written_together
+        none; other files in OUT are left alone, and a file of one of these names that headswap did not write is
+        refused. `extra`: more keys for audit.json (the command line, the data path)."""
+        from headswap.saved.outputs import check_folder, writing
         out = Path(out)
+        check_folder("out", out, FILES[:4])
         out.mkdir(parents=True, exist_ok=True)
         summary = {**self.summary, **(extra or {})}
         texts = [_csv(ISSUE_COLUMNS, self.label_issues), _csv(DUPLICATE_COLUMNS, self.near_duplicates),
                  json.dumps(summary, indent=2, default=str) + "\n", render_html(self, summary)]
-        paths = [out / name for name in FILES[:4]]
-        with written_together(paths) as tmp:    # the four of one audit, or (a full disk) the previous four
+        with writing(out, FILES[:4]) as tmp:    # the four of one audit, or (a full disk) the previous four
             for path, text in zip(tmp, texts):
                 path.write_text(text, encoding="utf-8")
-        return paths
+        return [out / name for name in FILES[:4]]
 
 
 def audit(texts, labels, strategy: str = TFIDF, folds: int = 5, *, seed: int = 0, progress: bool = False,

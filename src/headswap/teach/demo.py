@@ -94,5 +94,7 @@ def run_demo(pretrain_epochs: int = 8, epoch_scale: float = 1.0, pooling: str = 
 
 
 def write_json(summary: dict, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(summary, f, indent=2)
+    """The summary as JSON, marked as headswap's (headswap.saved.outputs): a rerun may replace it, and nothing else."""
+    from headswap.saved.atomic import write_text
+    from headswap.saved.outputs import GENERATOR
+    write_text(path, json.dumps({"generator": GENERATOR, **summary}, indent=2) + "\n")     # its first key: JSON_MARK
