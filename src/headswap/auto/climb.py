@@ -116,7 +116,7 @@ class Climb:
         return self.spare() - max(self.costs.reserve(rung) - self.budget.ship, 0.0)
 
     def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
-        from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
+        from headswap.trials.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.bench.report import error_fields
 
         if self.costs.probe(rung) is not None:
@@ -279,7 +279,7 @@ class Climb:
 def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
-    from headswap.bench.plan import classifier_for
+    from headswap.trials.plan import classifier_for
     from headswap.bench.report import error_fields
 
     t0, clf = time.perf_counter(), None

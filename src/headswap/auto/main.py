@@ -52,7 +52,7 @@ def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: f
     and test (each candidate rejects them; the test row reports it)."""
     from collections import Counter
 
-    from headswap.bench.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
+    from headswap.trials.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
 
     data = data_dir if isinstance(data_dir, BenchData) else load_bench_data(
         data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction, text_column=text_column,
@@ -111,7 +111,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL/Parquet file, or
-    splits in memory (headswap.bench.plan.memory_data: AutoClassifier's);
+    splits in memory (headswap.trials.plan.memory_data: AutoClassifier's);
     text_column and label_column name the columns of every file. test_fraction (0-1): hold that share of train out
     as test, stratified and seeded (refused when there is a test.csv); without a test split nothing is scored on test.
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
@@ -131,8 +131,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.auto.climb import Climb
     from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
-    from headswap.bench.measure import machine_info
-    from headswap.bench.plan import BenchData, bench_files, parse_strategies
+    from headswap.trials.measure import machine_info
+    from headswap.trials.plan import BenchData, bench_files, parse_strategies
     from headswap.nn.inference import feature_cache
     from headswap.reports.report_text import duration
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit

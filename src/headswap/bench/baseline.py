@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from headswap.bench.measure import PeakMemory
-from headswap.bench.plan import BenchData
+from headswap.trials.measure import PeakMemory
+from headswap.trials.plan import BenchData
 from headswap.bench.report import error_fields, metric_fields
 
 BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"

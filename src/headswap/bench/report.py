@@ -11,7 +11,7 @@ from typing import Callable
 
 from headswap.reports.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
 from headswap.reports.report_text import duration, split_lines
-from headswap.bench.plan import EVAL_FRACTION
+from headswap.trials.plan import EVAL_FRACTION
 
 
 def metric_fields(m) -> dict:

@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_arguments(args, command: str) -> None:
     """What bench and auto check before any work: strategies, --out, settings files, the data and its columns,
     models."""
-    from headswap.bench.plan import CLI_NAMES, bench_files, parse_strategies
+    from headswap.trials.plan import CLI_NAMES, bench_files, parse_strategies
 
     parse_strategies(args.strategies)
     settings.check(settings_from(args, skip=NOT_SETTINGS))     # before the work, which would refuse them later

@@ -1,0 +1,7 @@
+"""What bench and auto share: each runs trials, a classifier (a model, a strategy, a regime) trained and scored on
+one run's data; bench runs every one that fits, auto those its budget allows.
+
+  plan     the data (stratified, seeded subsets of a folder's splits, one file's held-out splits, or splits held in
+           memory) and the rows to run: which strategy fits which model, in which regime
+  measure  peak memory, forward passes per text, parameter counts, time estimates from a probe, the machine
+"""
