@@ -117,7 +117,7 @@ class Climb:
 
     def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
         from headswap.trials.measure import ProbeTooSlow, probe_static, probe_timing
-        from headswap.bench.report import error_fields
+        from headswap.trials.rows import error_fields
 
         if self.costs.probe(rung) is not None:
             return True
@@ -280,7 +280,7 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
     from headswap.trials.plan import classifier_for
-    from headswap.bench.report import error_fields
+    from headswap.trials.rows import error_fields
 
     t0, clf = time.perf_counter(), None
     try:

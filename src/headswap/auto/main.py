@@ -134,11 +134,11 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.trials.measure import machine_info
     from headswap.trials.plan import BenchData, bench_files, parse_strategies
     from headswap.nn.inference import feature_cache
-    from headswap.reports.report_text import duration
+    from headswap.reports.report_text import duration, split_lines
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.baseline.tfidf import TfidfClassifier
-
-    from headswap.bench.report import check_run_folder, split_lines, write_json
+    from headswap.trials.rows import write_json
+    from headswap.bench.report import check_run_folder
     check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started
@@ -346,7 +346,7 @@ def _models(models) -> tuple[list[str], dict, list[dict]]:
 def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
                ) -> list[dict]:
     """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
-    from headswap.bench.report import metric_fields
+    from headswap.trials.rows import metric_fields
 
     rows = []
     for clf, entry, is_baseline in scored:
@@ -369,7 +369,7 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
         if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions
             row["out_of_scope"] = m.extra["out_of_scope"]
         elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
-            from headswap.bench.baseline import tfidf_reject_block
+            from headswap.trials.rows import tfidf_reject_block
             row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
                                                      full["reject_metric"], full["reject_target"])
         rows.append(row)

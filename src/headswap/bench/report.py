@@ -4,7 +4,6 @@ matrices and the progress lines."""
 from __future__ import annotations
 
 import json
-import traceback
 import re
 from pathlib import Path
 from typing import Callable
@@ -12,32 +11,7 @@ from typing import Callable
 from headswap.reports.html_report import OOS_COLUMNS, model_display_name, oos_cells, write_html
 from headswap.reports.report_text import duration, split_lines
 from headswap.trials.plan import EVAL_FRACTION
-
-
-def metric_fields(m) -> dict:
-    fields = {"macro_f1": m.f1("macro"), "weighted_f1": m.f1("weighted"), "accuracy": m.accuracy,
-              "labels": list(m.labels), "f1_per_class": {lab: float(f) for lab, f in zip(m.labels, m.f1_per_class)},
-              "confusion": m.confusion.tolist(), "n_test": int(m.confusion.sum())}
-    if m.binary() is not None:
-        fields["binary"] = {"positive_label": m.positive_label, **m.binary()}
-    return fields
-
-
-def error_fields(e: BaseException) -> dict:
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    return {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])}
-
-
-def _jsonable(value):
-    import numpy as np
-
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
+from headswap.trials.rows import write_json
 
 
 # What a bench or auto run writes into OUT (bench's confusion-*.png besides): a folder holding one of these that no
@@ -69,11 +43,6 @@ def _is_run(path: Path) -> bool:
         return False
     return isinstance(results, dict) and isinstance(results.get("meta"), dict) \
         and "headswap_version" in results["meta"]
-
-
-def write_json(results: dict, path) -> Path:
-    from headswap.saved.atomic import write_text
-    return write_text(path, json.dumps(results, indent=2, default=_jsonable) + "\n")
 
 
 def _human(n) -> str:

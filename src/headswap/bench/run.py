@@ -16,8 +16,9 @@ from headswap.trials.measure import ForwardRows, PeakMemory, machine_info, param
 from headswap.trials.plan import (BenchData, PlannedRow, classifier_for, bench_files, load_bench_data, parse_strategies,
                                   plan_bench)
 from headswap.reports.report_text import duration
-from headswap.bench.report import (_describe_estimate, error_fields, _log_row, metric_fields,
-                                   _plot_row_confusion, check_run_folder, split_lines, write_json, write_outputs)
+from headswap.bench.report import (_describe_estimate, _log_row, _plot_row_confusion, check_run_folder, split_lines,
+                                   write_outputs)
+from headswap.trials.rows import error_fields, metric_fields, write_json
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
