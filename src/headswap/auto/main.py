@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.auto.report import render_markdown
+from headswap.reports.markdown import render_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
