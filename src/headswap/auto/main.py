@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.reports.markdown import render_markdown
+from headswap.reports.markdown import auto_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
@@ -270,7 +270,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
         summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
         write_json(results, out / "results.json")
-        write_text(out / "results.md", render_markdown(results))
+        write_text(out / "results.md", auto_markdown(results))
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
     from headswap.reports.report_text import arm_rows
