@@ -41,8 +41,8 @@ from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_l
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
+from headswap.trials import DEFAULT_MODELS
 
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # Candidates by default only when installed; timed like the others.
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
 def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: float | None = None,

@@ -22,8 +22,7 @@ from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
 from headswap.strategies import get
-
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
+from headswap.trials import DEFAULT_MODELS
 
 
 def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:

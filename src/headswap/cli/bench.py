@@ -9,11 +9,11 @@ from headswap import settings
 from headswap.cli.data_args import add_columns, load
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models, check_output_dir
 from headswap.cli.options import int_at_least, settings_from
+from headswap.trials import DEFAULT_MODELS
 
 HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
                "OUT/results.json, results.md, charts and report.html, the one-page report to open in a browser.")
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # strategy and model are lists in bench; bench keeps no checkpoints; multi-label data is for train and eval.
 NOT_SETTINGS = ("strategy", "model", "checkpoint_every", "multi_label", "label_separator")
 

@@ -7,3 +7,7 @@ one run's data; bench runs every one that fits, auto those its budget allows.
   rows     what a row records in results.json: its metrics or its error, the TF-IDF baseline's out-of-scope block;
            results.json itself
 """
+
+# The models bench and auto try when none are named (auto adds the optional ones that are installed:
+# headswap.auto.default_models). Here, not in plan: the CLI's parser names them without importing numpy.
+DEFAULT_MODELS = ("minilm", "smollm2-135m")
