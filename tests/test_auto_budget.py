@@ -15,13 +15,13 @@ from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder,
 
 import headswap.auto.climb
 import headswap.auto.compete
-import headswap.bench.measure
+import headswap.trials.measure
 from cli_run import invoke
 from headswap.auto.main import auto
 from headswap.auto.budget import FINAL_MARGIN, Budget, baseline_seconds, end_line, process_age
 from headswap.auto.climb import Climb, entry_for
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
-from headswap.bench.measure import ProbeTooSlow, probe_timing
+from headswap.trials.measure import ProbeTooSlow, probe_timing
 from headswap.data.load import from_lists
 from headswap.errors import ConfigError, ModelNotAvailable
 
@@ -57,7 +57,7 @@ def test_a_probe_that_could_overrun_what_is_left_is_not_started(world, monkeypat
     _, enc, _, _ = world
     clock = FakeClock()
     calls = []
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", lambda *a, **kw: calls.append(kw) or 1 / 0)
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", lambda *a, **kw: calls.append(kw) or 1 / 0)
     guess = PROBE_GUESS["encoder"]
     climb, rung = _climb(enc, clock, budget=100.0)
     clock.now += 100.0 - 2 * guess - 2.0          # spare: just under twice the guess, after finish and margin
@@ -79,7 +79,7 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
         clock.now += time_limit
         raise ProbeTooSlow(f"timing 8 training batches took over {time_limit:.0f} s")
 
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
     climb, rung = _climb(enc, clock, budget=200.0, finish=5.0)
     climb.budget.ship = 7.0                 # shipping the best so far stays possible whatever the probe does
     spare = climb.spare()
@@ -104,7 +104,7 @@ def test_a_probe_past_its_limit_is_cut_between_steps(world, monkeypatch):
     readings = iter(range(10 ** 7))
     fake = types.SimpleNamespace(perf_counter=lambda: next(readings) / 2)
     monkeypatch.setattr(headswap.train.loop, "time", fake)
-    monkeypatch.setattr(headswap.bench.measure, "time", fake)
+    monkeypatch.setattr(headswap.trials.measure, "time", fake)
     steps, predicted = [], []
     real_loss = headswap.train.loop._loss
     monkeypatch.setattr(headswap.train.loop, "_loss", lambda *a, **kw: steps.append(1) or real_loss(*a, **kw))
@@ -126,7 +126,7 @@ def test_an_overrunning_probe_keeps_the_run_within_its_budget(world, tmp_path, m
         clock.now += time_limit * 1.5
         raise ProbeTooSlow(f"timing 8 training batches took over {time_limit:.0f} s")
 
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
     results = auto(data, 120, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
                    log=lambda _: None, clock=clock, started=clock() - 5.0)
     a = results["auto"]

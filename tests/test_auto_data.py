@@ -13,7 +13,7 @@ from test_bench import HAM, SPAM, _write_split
 from tiny_models import make_tiny_encoder
 
 from headswap.auto.main import auto
-from headswap.bench.plan import load_bench_data
+from headswap.trials.plan import load_bench_data
 from headswap.bench.run import run_bench
 from headswap.errors import ConfigError, DataError
 

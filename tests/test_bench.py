@@ -15,8 +15,8 @@ import torch
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap.bench.baseline import BASELINE_STRATEGY
-from headswap.bench.measure import estimate_seconds
-from headswap.bench.plan import PlannedRow, load_bench_data, parse_strategies, plan_bench, validation_limit
+from headswap.trials.measure import estimate_seconds
+from headswap.trials.plan import PlannedRow, load_bench_data, parse_strategies, plan_bench, validation_limit
 from headswap.bench.run import classifier_for, run_bench, run_model_row
 from headswap.data.load import LabelledData, from_lists
 from headswap.data.sampling import stratified_subset

@@ -277,7 +277,7 @@ def test_the_room_kept_to_ship_the_winner_is_not_set_by_an_arm_over_the_cap():
 def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran():
     """Every fine-tuning arm too dear to time (a slow machine): the report still names each and why, rather than
     dropping the section."""
-    from headswap.auto.report import arms_markdown
+    from headswap.reports.markdown import arms_markdown
     from headswap.auto.compete import prepare
 
     clock = Clock()

@@ -14,7 +14,7 @@ from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder,
 import headswap.auto.runners
 import headswap.auto.climb
 import headswap.auto.ladder
-import headswap.bench.measure
+import headswap.trials.measure
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
 from headswap.auto.ladder import FROZEN_HEADS, TIERS, Costs, plan_ladder
@@ -111,13 +111,13 @@ def test_the_logistic_head_refuses_what_it_cannot_fit(world):
 
 def _probes(monkeypatch):
     seen = []
-    real = headswap.bench.measure.probe_timing
+    real = headswap.trials.measure.probe_timing
 
     def probe(p, *a, **kw):
         seen.append((p.strategy, p.regime))
         return real(p, *a, **kw)
 
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
     return seen
 
 
@@ -234,7 +234,7 @@ def test_a_negative_budget_is_one_line(capsys):
 
 def test_a_probe_that_overruns_its_limit_says_so(world):
     from headswap.auto.ladder import Rung
-    from headswap.bench.measure import ProbeTooSlow, probe_timing
+    from headswap.trials.measure import ProbeTooSlow, probe_timing
     from headswap.data.load import from_lists
     _, enc, _, _ = world
     rung = Rung(enc, "encoder", "encoder-mlp", "full", 1)
@@ -262,14 +262,14 @@ def test_auto_with_out_of_scope_reports_the_reject_figures_on_test(world, tmp_pa
 
 def test_a_rung_that_fails_is_recorded_and_the_ladder_goes_on(world, tmp_path, monkeypatch):
     _, enc, cau, data = world
-    real = headswap.bench.measure.probe_timing
+    real = headswap.trials.measure.probe_timing
 
     def probe(p, *a, **kw):
         if p.strategy == "slm-logits":      # e.g. two classes whose answers share a first token
             raise ConfigError("classes 'bill_balance' and 'bill_due' share the first token 'bill'")
         return real(p, *a, **kw)
 
-    monkeypatch.setattr(headswap.bench.measure, "probe_timing", probe)
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
     results = auto(data, 600, models=[enc, cau], strategies="encoder-mlp,slm-logits,slm-letters", out=tmp_path,
                    progress=False, log=lambda _: None, lr_search=False, more_epochs=False, regime="full")
     by = {c["strategy"]: c for c in results["auto"]["candidates"][1:]}
@@ -283,7 +283,7 @@ def test_a_probe_says_nothing_of_its_texts_the_real_fit_will_say(world, caplog):
     """Truncated texts are said once, by the fit that trains on them: the probe's few batches and its timed
     predictions (2, then up to 64 texts: one line each before) stay silent."""
     from headswap.auto.ladder import Rung
-    from headswap.bench.measure import probe_timing
+    from headswap.trials.measure import probe_timing
     from headswap.data.load import from_lists
     _, enc, _, _ = world
     data = from_lists(TEXTS, LABELS)
@@ -306,7 +306,7 @@ class _Fitted:
 def test_the_probes_inference_time_is_scaled_to_a_pass_in_order_of_length():
     """The timed call pads each batch of 4 to its longest text; a pass over the data set pads to about each text's
     own length, so a text costs the mean length over the padded length per text of the timed call."""
-    from headswap.bench.measure import padding_share
+    from headswap.trials.measure import padding_share
 
     timed = ["a " * 2] * 3 + ["a " * 10] + ["a " * 4] * 4        # batches padded to 10 and 4: 56 tokens, 7 a text
     data = ["a " * 2, "a " * 5] * 50                                # 3.5 tokens a text
@@ -324,9 +324,9 @@ def test_the_probe_reports_inference_scaled_by_its_padding(world, monkeypatch):
     rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1, regime="full")
     data = from_lists(TEXTS, LABELS)
     calls = []
-    monkeypatch.setattr(headswap.bench.measure, "padding_share", lambda clf, timed, texts: calls.append(
+    monkeypatch.setattr(headswap.trials.measure, "padding_share", lambda clf, timed, texts: calls.append(
         (list(timed), list(texts))) or 0.0)
-    probe = headswap.bench.measure.probe_timing(rungs[0], data, {"progress": False, "batch_size": 4})
+    probe = headswap.trials.measure.probe_timing(rungs[0], data, {"progress": False, "batch_size": 4})
     assert probe["inference_seconds_per_text"] == 0.0
     (timed, texts), = calls
     assert set(timed) <= set(TEXTS) and len(timed) >= 2 and texts == list(data.texts)

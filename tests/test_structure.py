@@ -235,3 +235,47 @@ def test_the_development_guide_maps_every_family(tmp_path):
     assert unnamed == [], f"families missing from docs/development.md's map: {unnamed}"
     package_map.draw(package_map.reduced(edges), rows, tmp_path / "map.png")
     assert (tmp_path / "map.png").stat().st_size > 10_000
+
+
+# Families that stand side by side on what both use (trials/, reports/): neither imports the other. auto once took
+# bench/ as its toolkit (issue 67); what both need lives below them now.
+APART = (("auto", "bench"), ("bench", "auto"))
+# (importing module, imported module, name): the only imports across APART, each with its reason.
+APART_EXCEPTIONS = {
+    ("headswap.auto.main", "headswap.bench.report", "check_run_folder"),   # being replaced by the output-path rule
+}
+
+
+def imports_across(package: Path, importer: str, imported: str) -> set[tuple[str, str, str]]:
+    """(module, imported module, name) for every import, at any depth, by a module of family `importer` from one of
+    family `imported` (`import m` gives the name "*")."""
+    root, found = package.name, set()
+    for module, path in module_files(package).items():
+        if not (module + ".").startswith(f"{root}.{importer}."):
+            continue
+        own_package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names = [(alias.name, (alias.name, "*")) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):     # `from pkg import b` asks for pkg.b too
+                names = [(name, tuple(name.rsplit(".", 1))) for name in _targets(node, own_package)]
+            else:
+                continue
+            found.update((module, *pair) for name, pair in names if (name + ".").startswith(f"{root}.{imported}."))
+    return found
+
+
+def test_auto_and_bench_import_nothing_of_each_other():
+    found = set().union(*(imports_across(PACKAGE, a, b) for a, b in APART))
+    assert found - APART_EXCEPTIONS == set(), "move what both use below them (trials/, reports/)"
+
+
+def test_an_import_across_families_is_found(tmp_path):
+    files = {"__init__.py": "", "a/__init__.py": "", "a/x.py": "def f():\n    from pkg.b.y import g\n",
+             "a/z.py": "import pkg.b\nfrom ..b import y\nfrom pkg import b, c\n", "b/__init__.py": "",
+             "b/y.py": "from pkg.a.x import f\n", "c.py": ""}
+    for name, text in files.items():
+        (tmp_path / "pkg" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pkg" / name).write_text(text)
+    assert imports_across(tmp_path / "pkg", "a", "b") == {("pkg.a.x", "pkg.b.y", "g"), ("pkg.a.z", "pkg.b", "*"),
+                                                          ("pkg.a.z", "pkg.b", "y"), ("pkg.a.z", "pkg", "b")}

@@ -8,7 +8,9 @@ The flow is headswap.auto.main.auto(); what it reads and writes is spread as it 
 - policy: successive halving of the fine-tuning arms at equal training progress (ask/tell);
 - compete: the arms' glue between the policy and a runner (runners: in this process, or on a Ray cluster);
 - ship: the winner, or a blend of the best candidates and TF-IDF where validation prefers it, saved and exported;
-- report: results.md; estimator: AutoClassifier, auto() as a scikit-learn estimator.
+- estimator: AutoClassifier, auto() as a scikit-learn estimator.
+- what it shares with bench lives below both: its data, probes and rows in headswap.trials; results.md and
+  report.html in headswap.reports.
 """
 
 from headswap.auto.main import DEFAULT_MODELS, OPTIONAL_MODELS, auto, default_models

@@ -116,8 +116,8 @@ class Climb:
         return self.spare() - max(self.costs.reserve(rung) - self.budget.ship, 0.0)
 
     def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
-        from headswap.bench.measure import ProbeTooSlow, probe_static, probe_timing
-        from headswap.bench.report import error_fields
+        from headswap.trials.measure import ProbeTooSlow, probe_static, probe_timing
+        from headswap.trials.rows import error_fields
 
         if self.costs.probe(rung) is not None:
             return True
@@ -279,8 +279,8 @@ class Climb:
 def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
-    from headswap.bench.plan import classifier_for
-    from headswap.bench.report import error_fields
+    from headswap.trials.plan import classifier_for
+    from headswap.trials.rows import error_fields
 
     t0, clf = time.perf_counter(), None
     try:

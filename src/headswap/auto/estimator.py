@@ -78,7 +78,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         from headswap.classifier.estimator import load_model
         from headswap.auto.main import auto
         from headswap.auto.budget import parse_duration
-        from headswap.bench.plan import memory_data
+        from headswap.trials.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
         from headswap.decisions.targets import integer_labels
 

@@ -7,7 +7,7 @@ regression fitted by scikit-learn, a linear and an MLP head: headswap.nn.inferen
 pass); `fine-tune`: the encoder strategies in their own regime (full, LoRA); `causal`: the causal models' rungs,
 frozen and fine-tuned, last. Within a tier, rungs run cheapest first.
 
-Estimates come from probes (headswap.bench.measure.probe_timing), one per model and cost (a strategy's passes per
+Estimates come from probes (headswap.trials.measure.probe_timing), one per model and cost (a strategy's passes per
 text: strategies that read the text alone through the same body in the same regime cost the same and share one),
 and are corrected by what the run measures as it goes (Costs.learn).
 """
@@ -18,7 +18,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from headswap.bench.plan import PlannedRow, plan_bench
+from headswap.trials.plan import PlannedRow, plan_bench
 from headswap.strategies import get
 
 TIERS = ("baseline", "static", "frozen", "fine-tune", "causal")

@@ -36,13 +36,13 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.auto.report import render_markdown
+from headswap.reports.markdown import auto_markdown
 from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
+from headswap.trials import DEFAULT_MODELS
 
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # Candidates by default only when installed; timed like the others.
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
 def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: float | None = None,
@@ -52,7 +52,7 @@ def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: f
     and test (each candidate rejects them; the test row reports it)."""
     from collections import Counter
 
-    from headswap.bench.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
+    from headswap.trials.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
 
     data = data_dir if isinstance(data_dir, BenchData) else load_bench_data(
         data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction, text_column=text_column,
@@ -111,7 +111,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL/Parquet file, or
-    splits in memory (headswap.bench.plan.memory_data: AutoClassifier's);
+    splits in memory (headswap.trials.plan.memory_data: AutoClassifier's);
     text_column and label_column name the columns of every file. test_fraction (0-1): hold that share of train out
     as test, stratified and seeded (refused when there is a test.csv); without a test split nothing is scored on test.
     settings: TextClassifier settings for every candidate (epochs defaults to 1, as in bench: the least an arm
@@ -131,14 +131,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.auto.climb import Climb
     from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
-    from headswap.bench.measure import machine_info
-    from headswap.bench.plan import BenchData, bench_files, parse_strategies
+    from headswap.trials.measure import machine_info
+    from headswap.trials.plan import BenchData, bench_files, parse_strategies
     from headswap.nn.inference import feature_cache
-    from headswap.reports.report_text import duration
+    from headswap.reports.report_text import duration, split_lines
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.baseline.tfidf import TfidfClassifier
-
-    from headswap.bench.report import check_run_folder, split_lines, write_json
+    from headswap.trials.rows import write_json
+    from headswap.bench.report import check_run_folder
     check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started
@@ -270,7 +270,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
         summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
         write_json(results, out / "results.json")
-        write_text(out / "results.md", render_markdown(results))
+        write_text(out / "results.md", auto_markdown(results))
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
     from headswap.reports.report_text import arm_rows
@@ -346,7 +346,7 @@ def _models(models) -> tuple[list[str], dict, list[dict]]:
 def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
                ) -> list[dict]:
     """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
-    from headswap.bench.report import metric_fields
+    from headswap.trials.rows import metric_fields
 
     rows = []
     for clf, entry, is_baseline in scored:
@@ -369,7 +369,7 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
         if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions
             row["out_of_scope"] = m.extra["out_of_scope"]
         elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
-            from headswap.bench.baseline import tfidf_reject_block
+            from headswap.trials.rows import tfidf_reject_block
             row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
                                                      full["reject_metric"], full["reject_target"])
         rows.append(row)

@@ -48,8 +48,8 @@ def slice_points(history: list[dict], seen: int, build_seconds: float, train_sec
 def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[object | None, dict]:
     """One slice of an arm (settings carry its epochs, time_limit, eval_every, checkpoint_dir and resume=True):
     (the classifier or None, {points, finished, history_length, error, seconds})."""
-    from headswap.bench.plan import classifier_for
-    from headswap.bench.report import error_fields
+    from headswap.trials.plan import classifier_for
+    from headswap.trials.rows import error_fields
     from headswap.train.checkpoint import better_than
     from headswap.train.learned import slices_of_a_run
 

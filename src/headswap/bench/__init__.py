@@ -16,9 +16,8 @@ OUT/learning_curves.png, OUT/quality_vs_speed.png, and OUT/report.html: all of i
 page to open in a browser (headswap.reports.html_report).
 
 Modules (only perf imports torch, transformers or scikit-learn at import time; the rest import them inside
-the functions that need them):
-  plan      the data subsets and the rows to run (which strategy fits which model, in which regime)
-  measure   peak memory, forward passes per text, parameter counts, time estimates, the machine
+the functions that need them); the data subsets, the rows to run and what a row measures are auto's too
+(headswap.trials):
   baseline  the TF-IDF + LinearSVC row
   report    results.json, results.md, charts and log lines (writes report.html through headswap.reports)
   run       run_bench: one row after another, each recorded as it finishes

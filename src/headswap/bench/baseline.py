@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from headswap.bench.measure import PeakMemory
-from headswap.bench.plan import BenchData
-from headswap.bench.report import error_fields, metric_fields
+from headswap.trials.measure import PeakMemory
+from headswap.trials.plan import BenchData
+from headswap.trials.rows import error_fields, metric_fields, tfidf_reject_block
 
 BASELINE_MODEL, BASELINE_STRATEGY, BASELINE_REGIME = "tfidf", "tfidf-linearsvc", "baseline"
 
@@ -72,13 +72,3 @@ def _reject_block(data: BenchData, reject: dict) -> dict:
                              reject["reject_target"])
     out["model"] = "TF-IDF + logistic regression (headswap.baseline.tfidf), its probabilities"
     return out
-
-
-def tfidf_reject_block(clf, validation, test, label: str, metric: str, target: float) -> dict:
-    """A fitted TfidfClassifier's out-of-scope figures on `test` by the max-probability rule, its threshold tuned on
-    `validation` (None: no threshold) as TextClassifier tunes one (headswap.classifier.reject_option.probability_block)."""
-    from headswap.classifier.reject_option import probability_block
-    val_probs, val_labels = ((clf.predict_proba(validation.texts), validation.labels) if validation is not None
-                             else (None, None))
-    return probability_block(clf.classes_, label, val_probs, val_labels, clf.predict_proba(test.texts),
-                             test.labels, metric, target)

@@ -12,18 +12,17 @@ from typing import Callable, Sequence
 
 from headswap.bench.baseline import run_tfidf_baseline
 from headswap.reports.html_report import model_display_name
-from headswap.bench.measure import ForwardRows, PeakMemory, machine_info, _param_counts, estimate_seconds, probe_timing
-from headswap.bench.plan import (BenchData, PlannedRow, classifier_for, bench_files, load_bench_data, parse_strategies,
-                                 plan_bench)
-from headswap.reports.report_text import duration
-from headswap.bench.report import (_describe_estimate, error_fields, _log_row, metric_fields,
-                                   _plot_row_confusion, check_run_folder, split_lines, write_json, write_outputs)
+from headswap.trials.measure import ForwardRows, PeakMemory, machine_info, param_counts, estimate_seconds, probe_timing
+from headswap.trials.plan import (BenchData, PlannedRow, classifier_for, bench_files, load_bench_data, parse_strategies,
+                                  plan_bench)
+from headswap.reports.report_text import duration, split_lines
+from headswap.bench.report import _describe_estimate, _log_row, _plot_row_confusion, check_run_folder, write_outputs
+from headswap.trials.rows import error_fields, metric_fields, write_json
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings
 from headswap.settings import defaults
 from headswap.strategies import get
-
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
+from headswap.trials import DEFAULT_MODELS
 
 
 def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
@@ -45,7 +44,7 @@ def run_model_row(p: PlannedRow, data: BenchData, settings: dict) -> dict:
             row.update(metric_fields(m))
             row.update(trainable_params=int(getattr(clf, "trainable_params_", 0) or 0),
                        total_params=int(m.extra.get("total_params", 0)),
-                       **_param_counts(clf.module_, p.kind == "causal"),
+                       **param_counts(clf.module_, p.kind == "causal"),
                        train_seconds=float(getattr(clf, "train_seconds_", 0.0)),
                        load_seconds=float(getattr(clf, "build_seconds_", 0.0)),
                        eval_seconds=float(m.extra.get("eval_seconds", 0.0)),

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headswap.cli.bench import DEFAULT_MODELS, NOT_SETTINGS, add_data_arguments, check_arguments
+from headswap.cli.bench import NOT_SETTINGS, add_data_arguments, check_arguments
 from headswap.cli.options import (StoreGiven, add_settings, duration, float_at_least, given, positive_float,
                                   settings_from)
+from headswap.trials import DEFAULT_MODELS
 
 AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
 

@@ -9,11 +9,11 @@ from headswap import settings
 from headswap.cli.data_args import add_columns, load
 from headswap.cli.options import add_settings, check_class_weight, check_descriptions, check_models
 from headswap.cli.options import int_at_least, settings_from
+from headswap.trials import DEFAULT_MODELS
 
 HELP = "benchmark strategies x models against a TF-IDF + LinearSVC baseline"
 DESCRIPTION = ("Train and evaluate every strategy that fits each model on one stratified split; write "
                "OUT/results.json, results.md, charts and report.html, the one-page report to open in a browser.")
-DEFAULT_MODELS = ("minilm", "smollm2-135m")
 # strategy and model are lists in bench; bench keeps no checkpoints; multi-label data is for train and eval.
 NOT_SETTINGS = ("strategy", "model", "checkpoint_every", "multi_label", "label_separator")
 
@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_arguments(args, command: str) -> None:
     """What bench and auto check before any work: strategies, --out, settings files, the data and its columns,
     models."""
-    from headswap.bench.plan import CLI_NAMES, bench_files, parse_strategies
+    from headswap.trials.plan import CLI_NAMES, bench_files, parse_strategies
 
     parse_strategies(args.strategies)
     settings.check(settings_from(args, skip=NOT_SETTINGS))     # before the work, which would refuse them later

@@ -1,6 +1,6 @@
-"""What a bench run runs: its data (stratified, seeded subsets of a folder's train/validation/test files, or of one
-file with the splits held out of it) and its rows (each strategy on each model it fits, trained and, for zero-shot
-strategies, untrained)."""
+"""What a bench or auto run runs: its data (stratified, seeded subsets of a folder's train/validation/test files,
+or of one file with the splits held out of it, or splits held in memory) and its rows (each strategy on each model
+it fits, trained and, for zero-shot strategies, untrained)."""
 
 from __future__ import annotations
 

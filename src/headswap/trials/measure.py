@@ -1,5 +1,5 @@
-"""What a bench row measures besides its scores: peak memory, forward passes per text, parameter counts,
-a time estimate from one probed batch, and the machine it ran on."""
+"""What a row (bench's, or a rung of auto's) measures besides its scores: peak memory, forward passes per text,
+parameter counts, a time estimate from one probed batch, and the machine it ran on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from headswap.bench.plan import EVAL_FRACTION, PlannedRow, classifier_for
+from headswap.trials.plan import EVAL_FRACTION, PlannedRow, classifier_for
 from headswap.data.load import LabelledData
 from headswap.data.once import muted
 from headswap.data.sampling import stratified_subset
@@ -133,7 +133,7 @@ class ForwardRows:
         return round(self.rows / n_texts, 2) if self.embedding is not None and n_texts else None
 
 
-def _param_counts(module, causal: bool) -> dict:
+def param_counts(module, causal: bool) -> dict:
     """Parameters of the classifier module: every distinct tensor once (tied weights once)."""
     from headswap.train.regimes import count_parameters
 
