@@ -238,12 +238,10 @@ def test_the_development_guide_maps_every_family(tmp_path):
 
 
 # Families that stand side by side on what both use (trials/, reports/): neither imports the other. auto once took
-# bench/ as its toolkit (issue 67); what both need lives below them now.
+# bench/ as its toolkit; what both need lives below them now.
 APART = (("auto", "bench"), ("bench", "auto"))
 # (importing module, imported module, name): the only imports across APART, each with its reason.
-APART_EXCEPTIONS = {
-    ("headswap.auto.main", "headswap.bench.report", "check_run_folder"),   # being replaced by the output-path rule
-}
+APART_EXCEPTIONS: set = set()
 
 
 def imports_across(package: Path, importer: str, imported: str) -> set[tuple[str, str, str]]:

@@ -138,7 +138,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.text.language_fit import as_record, fit_note, rank_by_fit
     from headswap.baseline.tfidf import TfidfClassifier
     from headswap.trials.rows import write_json
-    from headswap.bench.report import check_run_folder
+    from headswap.saved.outputs import check_run_folder
     check_run_folder(out, "out")
     from_start = started is not None
     started = clock() if started is None else started

@@ -3,7 +3,6 @@ per-row confusion matrices and the progress lines."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -12,40 +11,6 @@ from headswap.reports.html_report import write_html
 from headswap.reports.markdown import bench_markdown
 from headswap.reports.report_text import duration
 from headswap.trials.rows import write_json
-
-
-# What a bench or auto run writes into OUT (bench's confusion-*.png besides): a folder holding one of these that no
-# run wrote is the user's, and is refused rather than overwritten.
-RUN_FILES = ("results.json", "results.md", "report.html", "learning_curves.png", "quality_vs_speed.png", "arms.png",
-             "model", ".arms")
-
-
-def check_run_folder(out, flag: str = "--out") -> None:
-    """Refuse an OUT whose files a run would replace, unless an earlier run wrote it (its results.json is a run's):
-    a user's own results.md or report.html is never overwritten. Other files are left beside the run's. OUT is no
-    file, and no saved model nor in one (headswap.saved.outputs)."""
-    from headswap.errors import HeadswapError
-    from headswap.saved.outputs import check_folder
-
-    out = Path(out)
-    check_folder(flag, out, ())
-    if not out.is_dir() or _is_run(out / "results.json"):
-        return
-    clash = sorted(p.name for p in out.iterdir()
-                   if p.name in RUN_FILES or (p.name.startswith("confusion-") and p.suffix == ".png"))
-    if clash:
-        raise HeadswapError(f"{flag} {out} holds {', '.join(clash)}, which no headswap run wrote (there is no "
-                            f"results.json of one), and the run would replace {'it' if len(clash) == 1 else 'them'}: "
-                            f"give a new or empty folder")
-
-
-def _is_run(path: Path) -> bool:
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(results, dict) and isinstance(results.get("meta"), dict) \
-        and "headswap_version" in results["meta"]
 
 
 def write_outputs(results: dict, out: Path, log: Callable[[str], None] = print) -> list[Path]:

@@ -16,7 +16,8 @@ from headswap.trials.measure import ForwardRows, PeakMemory, machine_info, param
 from headswap.trials.plan import (BenchData, PlannedRow, classifier_for, bench_files, load_bench_data, parse_strategies,
                                   plan_bench)
 from headswap.reports.report_text import duration, split_lines
-from headswap.bench.report import _describe_estimate, _log_row, _plot_row_confusion, check_run_folder, write_outputs
+from headswap.bench.report import _describe_estimate, _log_row, _plot_row_confusion, write_outputs
+from headswap.saved.outputs import check_run_folder
 from headswap.trials.rows import error_fields, metric_fields, write_json
 from headswap.errors import ConfigError
 from headswap.settings import check as check_settings

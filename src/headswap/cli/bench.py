@@ -71,7 +71,7 @@ def check_arguments(args, command: str) -> None:
 
     parse_strategies(args.strategies)
     settings.check(settings_from(args, skip=NOT_SETTINGS))     # before the work, which would refuse them later
-    from headswap.bench.report import check_run_folder
+    from headswap.saved.outputs import check_run_folder
     check_run_folder(args.out)
     check_descriptions(args.descriptions)
     check_class_weight(args.class_weight)

@@ -102,6 +102,37 @@ def check_model_out(flag: str, out, *, inputs: Inputs = ()) -> None:
                                 "directory, or a saved model to replace")
 
 
+# What a bench or auto run writes into OUT (bench's confusion-*.png besides): a folder holding one of these that no
+# run wrote is the user's, and is refused rather than overwritten.
+RUN_FILES = ("results.json", "results.md", "report.html", "learning_curves.png", "quality_vs_speed.png", "arms.png",
+             "model", ".arms")
+
+
+def check_run_folder(out, flag: str = "--out") -> None:
+    """Refuse an OUT whose files a run would replace, unless an earlier run wrote it (its results.json is a run's):
+    a user's own results.md or report.html is never overwritten. Other files are left beside the run's. OUT is no
+    file, and no saved model nor in one (headswap.saved.outputs)."""
+    out = Path(out)
+    check_folder(flag, out, ())
+    if not out.is_dir() or _is_run(out / "results.json"):
+        return
+    clash = sorted(p.name for p in out.iterdir()
+                   if p.name in RUN_FILES or (p.name.startswith("confusion-") and p.suffix == ".png"))
+    if clash:
+        raise HeadswapError(f"{flag} {out} holds {', '.join(clash)}, which no headswap run wrote (there is no "
+                            f"results.json of one), and the run would replace {'it' if len(clash) == 1 else 'them'}: "
+                            f"give a new or empty folder")
+
+
+def _is_run(path: Path) -> bool:
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(results, dict) and isinstance(results.get("meta"), dict) \
+        and "headswap_version" in results["meta"]
+
+
 def wrote(out: Path, name: str) -> bool:
     """Whether OUT/name is a file headswap wrote and nobody changed since (OUT's manifest has its hash)."""
     path = Path(out) / name
