@@ -200,3 +200,26 @@ def test_demo_json_is_written_again_but_never_over_another_file(tmp_path):
     path.write_text('{"results": {}}')
     with pytest.raises(HeadswapError, match="is a file that headswap did not write"):
         check_file("--json", path, mark=JSON_MARK)
+
+
+def test_a_models_save_from_python_keeps_a_folder_of_the_users_files(world, tmp_path):
+    """TextClassifier.save(".") in a project folder once wrote its model card over the project's README.md; every
+    save() now refuses a folder holding files but no saved model, and writes over a model it saved before."""
+    from tiny_models import make_tiny_encoder
+
+    from headswap import TextClassifier
+    from headswap.baseline.blend import Blend
+
+    tfidf = TfidfClassifier.load(world["model"])
+    neural = TextClassifier(model=str(make_tiny_encoder(tmp_path / "enc")), epochs=1, max_length=16,
+                            progress=False, eval_fraction=0).fit(TEXTS, LABELS)
+    for name, model in (("tfidf", tfidf), ("neural", neural), ("blend", Blend([(neural, 0.5), (tfidf, 0.5)]))):
+        project = tmp_path / f"project-{name}"
+        project.mkdir()
+        (project / "README.md").write_bytes(MINE)
+        with pytest.raises(HeadswapError, match=r"holds no saved model \(it has README.md\); saving would replace it"):
+            model.save(project)
+        assert os.listdir(project) == ["README.md"] and (project / "README.md").read_bytes() == MINE
+        model.save(tmp_path / f"saved-{name}")
+        model.save(tmp_path / f"saved-{name}")      # over its own save: written again
+        assert (tmp_path / f"saved-{name}" / "headswap_config.json").is_file()

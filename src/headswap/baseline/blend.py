@@ -278,7 +278,9 @@ class Blend:
         """Write the blend into `path`; save_member(model, folder) writes each member (default: its own save;
         auto passes its exporter)."""
         from headswap.saved.atomic import atomic_path
+        from headswap.saved.outputs import check_save
         path = Path(path)
+        check_save(path)
         (path / MEMBERS).mkdir(parents=True, exist_ok=True)
         entries = []
         for i, (m, w) in enumerate(self.members_):

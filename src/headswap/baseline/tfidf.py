@@ -140,7 +140,9 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         from safetensors.numpy import save_file
 
         from headswap.saved.atomic import atomic_path
+        from headswap.saved.outputs import check_save
         path = Path(path)
+        check_save(path)
         path.mkdir(parents=True, exist_ok=True)
         tensors = {"coef": self.model_.coef_, "intercept": self.model_.intercept_}
         vectorizers = {}

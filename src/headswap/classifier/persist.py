@@ -19,7 +19,9 @@ from headswap.saved import model_dir
 
 
 def save(clf, path: Path) -> Path:
+    from headswap.saved.outputs import check_save
     clf._check_fitted()
+    check_save(path)
     if not clf.module_.saves_torch_weights:
         raise HeadswapError(f"this classifier runs on {clf.runtime_}; save() writes torch weights: load it with "
                             f"runtime='torch' to save it (an exported directory is a saved model already)")

@@ -94,12 +94,22 @@ def check_model_out(flag: str, out, *, inputs: Inputs = ()) -> None:
             raise HeadswapError(f"{flag} {out} is the model {in_flag} {source}; saving would replace it: give a new "
                                 f"{flag}")
     _refuse_in_model(flag, p, model_folder(p.resolve().parent))     # OUT itself may be the model it replaces
+    check_save(p, flag)
+
+
+def check_save(path, flag: str = "save path") -> None:
+    """A model may be saved into PATH: it is new, empty, a saved model or holds only a run's checkpoints, never a
+    folder of other files (a project folder's README.md would become the model card). Every save() asks, from
+    Python too; a blend's members are saved inside its folder, so where PATH lies is the commands' check."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
     if p.is_dir() and not (p / CONFIG_FILE).is_file():
         others = sorted(e.name for e in p.iterdir() if e.name != "checkpoints")
         if others:
-            raise HeadswapError(f"{flag} {out} is a directory that holds no saved model (it has {', '.join(others[:3])}"
-                                f"{', ...' if len(others) > 3 else ''}); saving would replace it: give a new or empty "
-                                "directory, or a saved model to replace")
+            raise HeadswapError(f"{flag} {path} is a directory that holds no saved model (it has "
+                                f"{', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); saving would replace "
+                                "it: give a new or empty directory, or a saved model to replace")
 
 
 # What a bench or auto run writes into OUT (bench's confusion-*.png besides): a folder holding one of these that no
