@@ -9,6 +9,7 @@ from pathlib import Path
 
 from headswap import settings
 from headswap.errors import HeadswapError
+from headswap.saved.atomic import check_output_dir     # (AutoClassifier checks its out with it too)
 
 
 def int_at_least(minimum: int):
@@ -154,12 +155,6 @@ def add_runtime(parser: argparse.ArgumentParser) -> None:
 
 
 # ---- checks a command runs before anything heavy (data, models, training) -------------------------------------
-
-
-def check_output_dir(flag: str, path: str | None) -> None:
-    """An output directory may exist, but not as a file."""
-    if path and Path(path).exists() and not Path(path).is_dir():
-        raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
 
 
 def check_model_out(flag: str, path: str | None) -> None:

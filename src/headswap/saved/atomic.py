@@ -122,6 +122,12 @@ def ordinary_mode(path) -> None:
     os.chmod(path, 0o666 & ~umask())
 
 
+def check_output_dir(flag: str, path) -> None:
+    """An output directory may exist, but not as a file."""
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise HeadswapError(f"{flag} {path} is an existing file; give a directory")
+
+
 @contextmanager
 def output_lock(out, flag: str = "--out", kind: str = "directory") -> Iterator[None]:
     """Hold OUT for this process while it trains into and saves OUT: a second headswap given the same OUT
