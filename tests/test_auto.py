@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from test_bench import _write_split
@@ -60,6 +61,25 @@ def test_parse_duration():
     for bad in ("", "soon", "20x", "m", "0", "0m", "-3", "nan", "inf"):
         with pytest.raises(ConfigError, match="budget"):
             parse_duration(bad)
+
+
+def test_a_bare_number_is_minutes_in_python_as_on_the_command_line():
+    """AutoClassifier(budget=) and --budget share parse_duration: 90, 90.0 and "90" are 90 minutes alike."""
+    assert parse_duration(90) == parse_duration(90.0) == parse_duration("90") == parse_duration(np.int64(90)) == 5400
+    assert parse_duration(0.5) == 30
+    for bad, why in ((True, "not a duration"), (False, "not a duration"), (None, "not a duration"),
+                     ([5], "not a duration"), (float("nan"), "finite time of more than zero"),
+                     (float("inf"), "finite time"), (-1, "more than zero"), (0, "more than zero"),
+                     (10 ** 400, "finite time"), (1e9, "over the 7 days")):
+        with pytest.raises(ConfigError, match=f"^budget .*{why}"):
+            parse_duration(bad)
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), True, 0, -5])
+def test_auto_refuses_a_budget_of_no_finite_time_before_reading_anything(tmp_path, seconds):
+    with pytest.raises(ConfigError, match="^budget .* must be a finite time of more than zero"):
+        auto(tmp_path / "no-such-data", seconds, out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_generous_budget_runs_every_candidate_and_picks_the_best_on_validation(full_run):

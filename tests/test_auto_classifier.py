@@ -6,6 +6,7 @@ candidate results.json lists."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from tiny_models import make_tiny_encoder
 import headswap
 import headswap.auto.main
 from headswap import AutoClassifier
+from headswap.errors import ConfigError, DataError, HeadswapError
 
 pd = pytest.importorskip("pandas")
 datasets = pytest.importorskip("datasets")
@@ -90,7 +92,71 @@ def test_every_input_form_gives_auto_the_same_splits(monkeypatch):
     assert all(s == seen[0] for s in seen) and seen[0][3] == 120 and seen[0][2] == TEXTS[:4]
 
 
-def test_integer_labels_come_back_as_integers(enc, tmp_path):
-    clf = AutoClassifier(budget=30, models=[enc], strategies="encoder-mlp", lr_search=False, progress=False,
-                         out=str(tmp_path / "run")).fit(TEXTS, [1] * 30 + [0] * 30)
+def test_integer_labels_come_back_as_integers_after_save_and_load_too(enc, tmp_path):
+    clf = AutoClassifier(budget="30s", models=[enc], strategies="encoder-mlp", lr_search=False, progress=False,
+                         out=str(tmp_path / "run")).fit(TEXTS, np.array([1] * 30 + [0] * 30))
     assert sorted(clf.classes_.tolist()) == [0, 1] and all(isinstance(v, int) for v in clf.predict(TEXTS[:3]).tolist())
+    loaded = headswap.load_model(clf.save(tmp_path / "model"), progress=False)
+    assert loaded.classes_.dtype.kind == "i" and loaded.predict(TEXTS[:3]).tolist() == clf.predict(TEXTS[:3]).tolist()
+    assert all(isinstance(v, int) for v in loaded.predict(TEXTS[:3]).tolist())
+
+
+@pytest.fixture
+def no_auto(monkeypatch):
+    """auto() replaced by a call that fails the test: what is refused must be refused before any work."""
+    def trained(*args, **kwargs):
+        raise AssertionError("auto ran")
+    monkeypatch.setattr(headswap.auto.main, "auto", trained)
+
+
+@pytest.mark.parametrize("budget,why", [(float("nan"), "finite time"), (float("inf"), "finite time"),
+                                        (True, "not a duration"), (0, "more than zero"), (-2, "more than zero"),
+                                        ("soon", "not a duration"), (1e9, "over the 7 days")])
+def test_a_bad_budget_is_one_line_before_any_work(no_auto, tmp_path, budget, why):
+    with pytest.raises(ConfigError, match=f"^budget .*{why}"):
+        AutoClassifier(budget=budget, out=str(tmp_path / "run")).fit(TEXTS, LABELS)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bare_number_is_minutes_as_on_the_command_line(monkeypatch):
+    seen = []
+    monkeypatch.setattr(headswap.auto.main, "auto", lambda data, seconds, **kw: seen.append(seconds) or 1 / 0)
+    for budget in (2, 2.0, "2", "2m", "120s"):
+        with pytest.raises(ZeroDivisionError):
+            AutoClassifier(budget=budget).fit(TEXTS, LABELS)
+    assert seen == [120] * 5
+
+
+def test_an_out_that_cannot_take_the_run_is_one_line_before_any_work(no_auto, tmp_path):
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(HeadswapError, match="^out .*file is an existing file; give a directory$"):
+        AutoClassifier(budget="1m", out=str(tmp_path / "file")).fit(TEXTS, LABELS)
+    if Path("/proc/self").is_dir():        # a folder that takes no new files (Linux)
+        with pytest.raises(HeadswapError, match=r"^out /proc/zz: cannot write in /proc \(it takes no new files\)"):
+            AutoClassifier(budget="1m", out="/proc/zz").fit(TEXTS, LABELS)
+
+
+def test_labels_mixing_integers_and_strings_are_one_line_before_any_work(no_auto):
+    with pytest.raises(DataError, match=r"^training data: labels mix integers and strings \(1 at index 0, 'ham' at "
+                                        r"index 30\)"):
+        AutoClassifier(budget="1m").fit(TEXTS, [1] * 30 + ["ham"] * 30)
+    with pytest.raises(DataError, match=r"^validation data: labels mix integers and strings"):
+        AutoClassifier(budget="1m").fit(TEXTS, [1] * 30 + [0] * 30, X_val=TEXTS[:2], y_val=[1, "0"])
+    with pytest.raises(DataError, match=r"index 0: label True: True/False labels name no class"):
+        AutoClassifier(budget="1m").fit(TEXTS, [True] * 30 + [False] * 30)
+
+
+def test_a_datasets_class_label_column_gives_auto_its_names(monkeypatch):
+    seen = []
+    monkeypatch.setattr(headswap.auto.main, "auto", lambda data, seconds, **kw: seen.append(data) or 1 / 0)
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["ham", "spam"])})
+    ds = datasets.Dataset.from_dict({"text": TEXTS, "label": [1] * 30 + [0] * 30}, features=features)
+    with pytest.raises(ZeroDivisionError):
+        AutoClassifier(budget="1m").fit(ds, X_val=ds.select([0, 59]))
+    assert seen[0].train.labels == LABELS and seen[0].validation.labels == ["spam", "ham"]
+
+
+def test_predicting_no_texts_is_one_line(fitted):
+    for call in (fitted.predict, fitted.predict_proba):
+        with pytest.raises(DataError, match=r"^prediction input: no texts \(at least one is needed\)$"):
+            call([])

@@ -19,7 +19,7 @@ from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
 from headswap.baseline.blend import Blend, select
 from headswap.cli.parser import main
-from headswap.errors import HeadswapError
+from headswap.errors import DataError, HeadswapError
 from headswap.baseline.tfidf import TfidfClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -169,13 +169,14 @@ def test_members_must_agree_on_labels(members):
 
 
 def test_numeric_labels_are_blended_column_by_column(members):
-    # TF-IDF sorts labels as text ("10" before "2"), a TextClassifier sorts numeric ones as numbers
+    # TF-IDF trained on the labels as text, as auto's baseline is, sorts them as text ("10" before "2"); a
+    # TextClassifier sorts integer labels as numbers
     root, _, _ = members
     texts = [f"{w} {i}" for i in range(8) for w in ("apple pie", "rain cloud", "red car")]
     labels = [lab for _ in range(8) for lab in (2, 10, 3)]
     enc = make_tiny_encoder(root / "enc-numeric")
     model = TextClassifier(model=str(enc), strategy="encoder-mlp", epochs=1, progress=False).fit(texts, labels)
-    tfidf = TfidfClassifier().fit(texts, labels)
+    tfidf = TfidfClassifier().fit(texts, [str(lab) for lab in labels])
     assert [str(v) for v in model.labels_] != [str(v) for v in tfidf.labels_]      # the orders differ
     blend = Blend([(model, 0.5), (tfidf, 0.5)])
     order = [list(map(str, tfidf.labels_)).index(str(lab)) for lab in model.labels_]
@@ -354,3 +355,19 @@ def test_a_fine_tunes_pick_among_its_validations_is_made_out_of_fold_too():
     # one validation, or several alike: nothing was picked, the plain check
     assert select([kept, tfidf], y, LABELS, picked_from=[[kept], []]) == plain
     assert select([kept, tfidf], y, LABELS, picked_from=[[kept, kept.copy()], []]) == plain
+
+
+def test_label_values_recorded_in_a_saved_blend_give_its_members_integer_classes(tmp_path):
+    """AutoClassifier's engine trains on labels as text; what it ships records the integers it was given, in each
+    member of a blend too (headswap.saved.model_dir.record_label_values)."""
+    from headswap.saved.model_dir import record_label_values
+    texts = [f"{w} {i}" for i in range(8) for w in ("apple pie", "rain cloud", "red car")]
+    labels = [lab for _ in range(8) for lab in ("2", "10", "3")]
+    blend = Blend([(TfidfClassifier().fit(texts, labels), 0.5), (TfidfClassifier(C=1.0).fit(texts, labels), 0.5)])
+    folder = blend.save(tmp_path / "blend")
+    record_label_values(folder, {"2": 2, "10": 10, "3": 3})
+    again = load_model(folder)
+    assert again.classes_.tolist() == [10, 2, 3] and again.predict(texts[:3]).tolist() == [2, 10, 3]
+    np.testing.assert_allclose(again.predict_proba(texts), blend.predict_proba(texts), atol=1e-6)
+    with pytest.raises(DataError, match=r"^prediction input: no texts"):
+        again.predict([])

@@ -45,3 +45,23 @@ def test_a_table_without_the_text_or_label_column_is_one_line(enc):
         TextClassifier(model=enc, epochs=1, progress=False).fit(pd.DataFrame({"t": TEXTS, "label": LABELS}))
     with pytest.raises(DataError, match="no column 'label'"):
         TextClassifier(model=enc, epochs=1, progress=False).fit(pd.DataFrame({"text": TEXTS, "y": LABELS}))
+
+
+def test_a_datasets_class_label_column_gives_its_names(enc):
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["ham", "spam"])})
+    ds = datasets.Dataset.from_dict({"text": TEXTS, "label": [int(v == "spam") for v in LABELS]}, features=features)
+    clf = TextClassifier(model=enc, epochs=1, progress=False, seed=0).fit(ds)
+    assert clf.classes_.tolist() == ["ham", "spam"] and set(clf.predict(ds).tolist()) <= {"ham", "spam"}
+    unlabelled = datasets.Dataset.from_dict({"text": TEXTS[:2], "label": [0, -1]}, features=features)
+    with pytest.raises(DataError, match=r"^training data, index 1: column 'label' is -1, no class of its ClassLabel"):
+        TextClassifier(model=enc, epochs=1, progress=False).fit(unlabelled)
+
+
+def test_labels_mixing_integers_and_strings_or_true_and_false_are_one_line(enc, monkeypatch):
+    import headswap.classifier.estimator as estimator
+    monkeypatch.setattr(estimator.TextClassifier, "_build", lambda *a, **k: 1 / 0)     # refused before any build
+    with pytest.raises(DataError, match=r"^training data: labels mix integers and strings \(1 at index 0, 'ham' at "
+                                        r"index 2\)"):
+        TextClassifier(model=enc, epochs=1, progress=False).fit(TEXTS, [1, 1, "ham", "ham", 1, "ham"] * 4)
+    with pytest.raises(DataError, match=r"^training data, index 0: label True: True/False labels name no class"):
+        TextClassifier(model=enc, epochs=1, progress=False).fit(TEXTS, np.array([True, True, False] * 8))

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from headswap.errors import HeadswapError
+from headswap.errors import DataError, HeadswapError
 from headswap.baseline.tfidf import TfidfClassifier
 
 TEXTS = ["win cash now", "free prize call now", "urgent you have won", "see you at noon", "ok on my way home",
@@ -28,6 +28,28 @@ def test_save_and_load_give_the_same_probabilities(tmp_path, labels):
     assert list(again.predict(NEW)) == list(clf.predict(NEW)) and again.labels_ == sorted(set(labels))
     config = json.loads((tmp_path / "m" / "headswap_config.json").read_text())
     assert config["kind"] == "tfidf" and config["labels"] == sorted(set(labels))
+
+
+def test_integer_labels_stay_integers_through_save_and_load(tmp_path):
+    y = [10 if lab == "spam" else 2 for lab in LABELS]
+    clf = TfidfClassifier().fit(TEXTS, np.array(y))
+    assert clf.classes_.tolist() == [2, 10] and clf.classes_.dtype.kind == "i" and clf.score(TEXTS, y) == 1.0
+    again = TfidfClassifier.load(clf.save(tmp_path / "m"))
+    assert again.classes_.tolist() == [2, 10] and all(isinstance(v, int) for v in again.predict(NEW).tolist())
+    assert again.predict(NEW).tolist() == clf.predict(NEW).tolist() and again.labels_ == ["2", "10"]
+    config = tmp_path / "m" / "headswap_config.json"     # an earlier save, without label_values: text labels
+    config.write_text(json.dumps({k: v for k, v in json.loads(config.read_text()).items() if k != "label_values"}))
+    assert TfidfClassifier.load(tmp_path / "m").classes_.tolist() == ["2", "10"]
+
+
+def test_mixed_labels_and_no_texts_are_one_line():
+    with pytest.raises(DataError, match=r"^training data: labels mix integers and strings \(1 at index 3, 'spam' "
+                                        r"at index 0\)"):
+        TfidfClassifier().fit(TEXTS, [1 if lab == "ham" else lab for lab in LABELS])
+    clf = TfidfClassifier().fit(TEXTS, LABELS)
+    for call in (clf.predict, clf.predict_proba, clf.decision_function):
+        with pytest.raises(DataError, match=r"^prediction input: no texts \(at least one is needed\)$"):
+            call([])
 
 
 def test_one_hot_soft_labels_train_exactly_as_labels():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import io
 import math
+import numbers
 import os
 import re
 import time
@@ -164,28 +165,36 @@ def warm_up_charts() -> None:
         pass
 
 
-def parse_duration(text: str) -> float:
-    """'20m', '1h30m', '90s', '1.5h' -> seconds; a bare number is minutes."""
-    value = str(text).strip().lower()
-    if value.startswith("-") and _DURATION.match(value[1:]) and value[1:]:
-        raise ConfigError(f"budget {text!r} must be a time of more than zero")
+def parse_duration(value) -> float:
+    """A time budget in seconds, one rule for `--budget` and AutoClassifier(budget=): '20m', '1h30m', '90s', '1.5h',
+    or a bare number, a string or a Python number alike, of minutes (90 and "90" are 90 min). Refused in one line:
+    True/False, NaN, infinity, zero or less, over MAX_BUDGET_DAYS, and anything else."""
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+        raise ConfigError(f"budget {value!r:.60} is not a duration: write e.g. 20m, 1h30m, 90s, or a number of "
+                          f"minutes (a bare number is minutes)")
+    text = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(text, str) and text.startswith("-") and _DURATION.match(text[1:]) and text[1:]:
+        raise ConfigError(f"budget {value!r} must be a time of more than zero")
     try:
-        seconds = float(value) * 60
+        seconds = float(text) * 60
+    except OverflowError:      # an integer past float's range: refused as the infinite time it reads as
+        seconds = math.inf
     except ValueError:
-        match = _DURATION.match(value)
-        if not value or not match or not any(match.groups()):
-            raise ConfigError(f"budget {text!r} is not a duration: write e.g. 20m, 1h30m, 90s (a bare number is "
+        match = _DURATION.match(text)
+        if not text or not match or not any(match.groups()):
+            raise ConfigError(f"budget {value!r} is not a duration: write e.g. 20m, 1h30m, 90s (a bare number is "
                               "minutes)") from None
         h, m, s = (float(g) if g else 0.0 for g in match.groups())
         seconds = h * 3600 + m * 60 + s
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"budget {text!r} must be a finite time of more than zero")
-    check_budget_length(seconds, repr(text))
+    check_seconds(seconds, repr(value))
     return seconds
 
 
-def check_budget_length(seconds: float, given: str) -> None:
-    """Refuse a budget over MAX_BUDGET_DAYS: one of 1e9 (minutes, 1,900 years) is a typo, not a plan."""
+def check_seconds(seconds: float, given: str) -> None:
+    """Refuse a budget of `seconds` (as the user gave it: `given`) that is not a finite time of more than zero, or
+    is over MAX_BUDGET_DAYS: one of 1e9 (minutes, 1,900 years) is a typo, not a plan."""
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"budget {given} must be a finite time of more than zero")
     if seconds > MAX_BUDGET_DAYS * DAY:
         raise ConfigError(f"budget {given} is {seconds / DAY:,.1f} days, over the {MAX_BUDGET_DAYS} days auto takes "
                           f"(a bare number is minutes: --budget 90 is 90 min)")

@@ -57,13 +57,15 @@ class Leaderboard(list):
 class AutoClassifier(ClassifierMixin, BaseEstimator):
     """Train what fits `budget` and keep the best on validation: `headswap auto` as an estimator (one engine).
 
-    budget: "15m", "1h30m", "90s" (a bare string number is minutes), or seconds as a number. models, strategies:
-    as `headswap auto --model/--strategies` (None: the installed defaults; "all"). out_of_scope: the label of
-    texts that fit no class. blend, lr_search, quantize, seed: as auto's flags. out: the folder for the run's
-    results, report and model (None: a new temporary folder, kept). progress: auto's log lines and bars.
+    budget: "15m", "1h30m", "90s", or a bare number of minutes, as `headswap auto --budget` takes it (budget=90 and
+    "90" are 90 min; give seconds as "90s"). models, strategies: as `headswap auto --model/--strategies` (None: the
+    installed defaults; "all"). out_of_scope: the label of texts that fit no class. blend, lr_search, quantize, seed:
+    as auto's flags. out: the folder for the run's results, report and model (None: a new temporary folder, kept).
+    progress: auto's log lines and bars. The budget and out are checked as the command checks them, before any work.
 
-    After fit: model_ (the shipped classifier), classes_, leaderboard_ (Leaderboard), best_ (the winner's row),
-    results_ (results.json's content), report_ (the path of report.html).
+    After fit: model_ (the shipped classifier), classes_ (integer labels stay integers, in the saved model too),
+    leaderboard_ (Leaderboard), best_ (the winner's row), results_ (results.json's content), report_ (the path of
+    report.html).
     """
 
     def __init__(self, budget="15m", models=None, strategies="all", out_of_scope=None, blend=True, lr_search=True,
@@ -80,33 +82,37 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         from headswap.auto.budget import parse_duration
         from headswap.trials.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
-        from headswap.decisions.targets import integer_labels
+        from headswap.data.records import label_type
+        from headswap.saved.atomic import output_lock
+        from headswap.saved.outputs import check_run_folder
+        from headswap.saved.model_dir import record_label_values
 
-        seconds = parse_duration(self.budget) if isinstance(self.budget, str) else float(self.budget)
-        y = labels_of_table(X, y)
+        seconds = parse_duration(self.budget)      # one rule with --budget's: a bare number is minutes
+        if self.out is not None:
+            check_run_folder(self.out, "out")     # the command's rule for its --out
+        y, y_val = labels_of_table(X, y), None if X_val is None else labels_of_table(X_val, y_val)
+        y = None if y is None else as_list(y, "training data", "labels")
+        integers = y is not None and label_type(y, "training data", self.out_of_scope) is int
+        if y_val is not None:       # refused when it mixes integers and strings, as y
+            label_type(as_list(y_val, "validation data", "labels"), "validation data", self.out_of_scope)
         train = from_lists(as_list(X, "training data"), y, "training data")
-        validation = None if X_val is None else from_lists(as_list(X_val, "validation data"),
-                                                           labels_of_table(X_val, y_val), "validation data")
+        validation = None if X_val is None else from_lists(as_list(X_val, "validation data"), y_val,
+                                                           "validation data")
         out = Path(self.out) if self.out is not None else Path(tempfile.mkdtemp(prefix="headswap-auto-"))
         settings = {"seed": self.seed, **({"out_of_scope": self.out_of_scope} if self.out_of_scope else {})}
-        results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds, models=self.models,
-                       strategies=self.strategies, out=out, quantize=self.quantize, blend=self.blend,
-                       lr_search=self.lr_search, progress=self.progress,
-                       log=print if self.progress else (lambda line: None), **settings)
+        with output_lock(out, flag="out"):     # as the command: a folder that takes no files is one line, at once
+            results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds,
+                           models=self.models, strategies=self.strategies, out=out, quantize=self.quantize,
+                           blend=self.blend, lr_search=self.lr_search, progress=self.progress,
+                           log=print if self.progress else (lambda line: None), **settings)
+            if integers:     # auto trains on labels as text, as files hold them: the saved model gives back ints
+                record_label_values(out / "model", {str(v): int(v) for v in y if v != self.out_of_scope})
         self.results_, self.out_, self.report_ = results, out, out / "report.html"
         self.leaderboard_ = Leaderboard(results["auto"]["candidates"])
         self.best_ = next(r for r in self.leaderboard_ if r["status"] == "winner")
         self.model_ = load_model(out / "model", progress=False)
-        # Labels are strings inside (files have no types); integer labels given to fit come back as integers.
-        self._integers = integer_labels(as_list(y, "training data", "labels"))
-        self.classes_ = self._typed(np.asarray(self.model_.classes_))
+        self.classes_ = np.asarray(self.model_.classes_)
         return self
-
-    def _typed(self, labels: np.ndarray) -> np.ndarray:
-        if not self._integers:
-            return labels
-        return np.array([int(v) if str(v).lstrip("-").isdigit() else v for v in labels],
-                        dtype=object if self.out_of_scope else np.int64)
 
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities over classes_, from the shipped model."""
@@ -116,7 +122,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """The class of each text (out_of_scope where the model rejects it)."""
         check_is_fitted(self, "model_")
-        return self._typed(np.asarray(self.model_.predict(X)))
+        return np.asarray(self.model_.predict(X))
 
     def save(self, path) -> Path:
         """The shipped model as a model folder that headswap.load_model and `headswap predict` read (files already in

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap.reports.markdown import auto_markdown
-from headswap.auto.budget import (baseline_seconds, check_budget, check_budget_length, end_line, finish_seconds,
+from headswap.auto.budget import (baseline_seconds, check_budget, check_seconds, end_line, finish_seconds,
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
@@ -301,9 +301,8 @@ def _checked(budget_seconds: float, arm_cpus: float, arm_gpus: float, quantize: 
     from headswap.settings import check as check_settings
     from headswap.settings import defaults
 
-    if not budget_seconds or budget_seconds <= 0:
-        raise ConfigError(f"budget must be more than zero seconds, got {budget_seconds}")
-    check_budget_length(budget_seconds, f"{budget_seconds:g} s")
+    number = isinstance(budget_seconds, (int, float)) and not isinstance(budget_seconds, bool)
+    check_seconds(budget_seconds, f"{budget_seconds:g} s" if number else f"{budget_seconds!r:.40}")
     if not (arm_cpus > 0 and arm_gpus >= 0):
         raise ConfigError(f"an arm asks for more than 0 CPUs and at least 0 GPUs, got {arm_cpus:g} CPUs and "
                           f"{arm_gpus:g} GPUs")

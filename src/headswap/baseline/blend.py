@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from headswap.data.records import some_texts
 from headswap.data.sampling import stratified_folds
 from headswap.errors import HeadswapError
 from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
@@ -227,7 +228,7 @@ class Blend:
                 m.progress = value
 
     def predict_proba(self, X) -> np.ndarray:
-        texts = list(X)
+        texts = some_texts(X, "prediction input")
         return sum(w * m.predict_proba(texts)[:, cols]
                    for (m, w), cols in zip(self.members_, self.columns_)).astype(np.float32)
 

@@ -15,8 +15,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.pipeline import FeatureUnion
 
 from headswap.data.load import as_list, warn_once
+from headswap.data.records import label_type, some_texts
 from headswap.errors import HeadswapError
-from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, read_config
+from headswap.saved.model_dir import (CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE, check_regular, label_classes,
+                                      read_config)
 
 KIND = "tfidf"
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
@@ -72,7 +74,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y=None, *, soft_labels=None, labels=None):
         from scipy.sparse import vstack
         from sklearn.linear_model import LogisticRegression
-        texts = as_list(X, "training data")
+        texts = some_texts(X, "training data")
         if (y is None) == (soft_labels is None):
             raise HeadswapError("TfidfClassifier.fit takes labels y or soft_labels (with labels), not both or neither")
         if soft_labels is not None:     # checked before any work
@@ -93,10 +95,13 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             targets = np.concatenate([np.full(len(idx), k) for k, idx in enumerate(keep)])
             weights = np.concatenate([probs[idx, k] for k, idx in enumerate(keep)])
         else:
-            y = [str(v) for v in as_list(y, "training data", "labels")]
-            self.classes_ = np.array(sorted(set(y)), dtype=object)
-            index = {lab: k for k, lab in enumerate(self.classes_)}
-            rows, targets, weights = feats, np.array([index[v] for v in y]), None
+            y = as_list(y, "training data", "labels")
+            if label_type(y, "training data") is int:     # integer labels stay integers, as scikit-learn's do
+                self.classes_ = np.array(sorted({int(v) for v in y}))
+            else:
+                self.classes_ = np.array(sorted({str(v) for v in y}), dtype=object)
+            index = {str(lab): k for k, lab in enumerate(self.classes_)}
+            rows, targets, weights = feats, np.array([index[str(v)] for v in y]), None
         if len(set(targets.tolist())) < 2:
             raise HeadswapError("training data has a single class; a classifier needs at least two")
         self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(rows, targets, sample_weight=weights)
@@ -106,10 +111,10 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        return self.model_.decision_function(self.features_.transform(as_list(X, "prediction input")))
+        return self.model_.decision_function(self.features_.transform(some_texts(X, "prediction input")))
 
     def predict_proba(self, X) -> np.ndarray:
-        return self.model_.predict_proba(self.features_.transform(as_list(X, "prediction input")))
+        return self.model_.predict_proba(self.features_.transform(some_texts(X, "prediction input")))
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(1)]
@@ -154,7 +159,8 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         with atomic_path(path / WEIGHTS_FILE) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp))
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
-                  "labels": self.labels_, "params": self.get_params(), "vectorizers": vectorizers}
+                  "labels": self.labels_, "label_values": self.classes_.tolist(), "params": self.get_params(),
+                  "vectorizers": vectorizers}
         if getattr(self, "distillation_", None) is not None:
             config["distillation"] = self.distillation_    # where a distilled student came from (headswap.jobs.distill)
         with atomic_path(path / CONFIG_FILE) as tmp:
@@ -199,7 +205,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             raise HeadswapError(f"{path}: coefficients {model.coef_.shape} do not fit {len(labels)} labels and "
                                 f"{n_features} features; the model directory is damaged")
         model.classes_, model.n_features_in_ = np.arange(len(labels)), n_features
-        clf.model_, clf.classes_ = model, np.array(labels, dtype=object)
+        clf.model_, clf.classes_ = model, label_classes(path / CONFIG_FILE, config)
         if config.get("distillation") is not None:
             clf.distillation_ = config["distillation"]
         return clf

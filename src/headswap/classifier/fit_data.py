@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from headswap.data.load import LabelledData, as_list, labels_of_table, load_descriptions
+from headswap.data.records import label_type
 from headswap.data.sampling import stratified_split
 from headswap.decisions.postprocess import oos_column
 from headswap.decisions.targets import check_known, read_soft_labels
@@ -50,6 +51,8 @@ def read_fit_data(clf, X, y, eval_texts, eval_labels, descriptions, soft_labels,
     elif labels is not None:
         raise HeadswapError("fit's labels names the columns of soft_labels; pass them with soft_labels")
     y = as_list(y, "training data", "labels")
+    if soft is None and not target.multi_label:     # 1 and "ham" together, or True/False: one line, before any work
+        label_type(y, "training data", clf.out_of_scope)
     train = target.read(X, y, "training data")
     names, classes = (labels, np.array(labels, dtype=object)) if soft is not None else target.classes(train, y)
     names, classes = (names, classes) if parent is None else parent.grow(names, classes)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from headswap.decisions.postprocess import Balance, Reject, Temperature, Thresholds, oos_column
+from headswap.saved.model_dir import CONFIG_FILE, label_classes
 
 
 @dataclass
@@ -74,8 +75,7 @@ class Fitted:
     def from_config(cls, config: dict, target=None, path: Path | None = None) -> "Fitted":
         """What the saved model in `path` learnt; target: what a label is (headswap.decisions.targets)."""
         labels = list(config["labels"])
-        values = config.get("label_values") or labels
-        classes = np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
+        classes = label_classes(CONFIG_FILE if path is None else path / CONFIG_FILE, config)
         weight = config["params"].get("class_weight")
         return cls(labels, classes, config["descriptions"], class_weight=weight if isinstance(weight, dict) else None,
                    temperature_step=Temperature.load(path, config, target),

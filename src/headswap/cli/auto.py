@@ -31,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        "choose on, and without a test split (test.csv or --test-fraction) nothing is scored on test")
     p.add_argument("--budget", required=True, type=duration, metavar="TIME",
                    help="wall-clock budget for the whole command, counted from its start and including shipping the "
-                   "winner: 20m, 1h30m, 90s (a bare number is minutes); one too small for the TF-IDF baseline is "
-                   "refused with the least that fits")
+                   "winner: 20m, 1h30m, 90s (a bare number is minutes, as in Python's AutoClassifier(budget=90)); "
+                   "one too small for the TF-IDF baseline is refused with the least that fits")
     p.add_argument("--model", nargs="+", metavar="M", dest="models",
                    help=f"built-in names, model folders or .gguf files (default: {' '.join(DEFAULT_MODELS)}, and "
                    "mpnet, gemma3-270m and multilingual-e5-small when installed; each is timed and runs only if it "

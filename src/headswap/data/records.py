@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from headswap.errors import DataError
+
 
 @dataclass
 class LabelledData:
@@ -76,10 +80,10 @@ def _check_text(text: object, where: str, column: str) -> str:
 
 
 def _check_label(label: object, where: str, column: str) -> str:
-    # Integer labels (0/1) are common in JSON; they become strings so CSV and JSONL data agree.
+    # Integer labels (0/1) are common in JSON and numpy; they become strings so CSV and JSONL data agree.
     # bool is excluded: true/false is almost always a mistake, and str(True) == "True" would be surprising.
-    if isinstance(label, int) and not isinstance(label, bool):
-        return str(label)
+    if _is_integer(label):
+        return str(int(label))
     if not isinstance(label, str):
         raise DataError(
             f"{where}: column {column!r} must be a string or an integer, got {type(label).__name__} {label!r:.60}"
@@ -87,6 +91,39 @@ def _check_label(label: object, where: str, column: str) -> str:
     if label.strip() == "":
         raise DataError(f"{where}: column {column!r} is empty")
     return _check_unicode(label, where, column)
+
+
+def _is_integer(value) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def label_type(y, source: str, out_of_scope: str | None = None) -> type | None:
+    """int when every label of y is an integer (Python's or numpy's: classes_ then stay integers, as scikit-learn's
+    do), str when every one is a string, None for anything else; the out-of-scope label may stand among integers.
+    Refused in one line naming them: labels that mix integers and strings (1 and "1" would be two classes that read
+    the same), and True/False labels."""
+    first: dict = {}
+    for i, v in enumerate(y):
+        if isinstance(v, (bool, np.bool_)):
+            raise DataError(f"{source}, index {i}: label {bool(v)!r}: True/False labels name no class; give strings or "
+                            f"integers (e.g. y.astype(int), or names such as 'spam' and 'ham')")
+        kind = int if _is_integer(v) else str if isinstance(v, str) else object
+        if not (kind is str and v == out_of_scope):
+            first.setdefault(kind, (i, int(v) if kind is int else v))
+    if int in first and str in first:
+        (i, a), (j, b) = first[int], first[str]
+        raise DataError(f"{source}: labels mix integers and strings ({a!r} at index {i}, {b!r} at index {j}); give "
+                        f"every label as one type (1 and '1' would be two classes that read the same)")
+    return next(iter(first)) if len(first) == 1 and object not in first else None
+
+
+def some_texts(values, source: str) -> list:
+    """as_list(values), refusing none at all, as scikit-learn's estimators refuse 0 samples."""
+    texts = as_list(values, source)
+    if not texts:
+        raise DataError(f"{source}: no texts (at least one is needed)")
+    return texts
 
 
 def as_list(values, source: str, what: str = "texts") -> list:
@@ -124,7 +161,19 @@ def table_column(table, name: str, source: str) -> list:
         raise DataError(f"{source}: the table has no column {name!r} (its columns: {', '.join(map(repr, columns))}); "
                         f"name it {name!r}, or pass the column itself (X[\"...\"])")
     column = table[name]
-    return column.tolist() if hasattr(column, "tolist") else list(column)
+    values = column.tolist() if hasattr(column, "tolist") else list(column)
+    features = table.features if hasattr(table, "column_names") else {}     # a datasets.Dataset's column types
+    names = getattr(features.get(name), "names", None)
+    return values if not names else _class_names(values, names, source, name)
+
+
+def _class_names(values: list, names: list[str], source: str, column: str) -> list[str]:
+    """A Hugging Face ClassLabel column's indices as its class names, which the user sees in its dataset."""
+    bad = next((i for i, v in enumerate(values) if not (_is_integer(v) and 0 <= v < len(names))), None)
+    if bad is not None:
+        raise DataError(f"{source}, index {bad}: column {column!r} is {values[bad]!r}, no class of its ClassLabel "
+                        f"({len(names)} names; -1 marks a text with no label)")
+    return [names[v] for v in values]
 
 
 def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str = "<memory>") -> LabelledData:
@@ -132,9 +181,7 @@ def from_lists(texts: Sequence[str], labels: Sequence[str] | None, source: str =
 
     ``labels`` may be None or empty for unlabelled data; integer labels become strings.
     """
-    texts, labels = as_list(texts, source), as_list([] if labels is None else labels, source, "labels")
-    if not texts:
-        raise DataError(f"{source}: no texts")
+    texts, labels = some_texts(texts, source), as_list([] if labels is None else labels, source, "labels")
     if labels and len(labels) != len(texts):
         raise DataError(f"{source}: {len(texts)} texts but {len(labels)} labels")
     out_texts = [_check_text(t, f"{source}, index {i}", "text") for i, t in enumerate(texts)]

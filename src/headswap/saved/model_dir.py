@@ -193,10 +193,7 @@ def check_config(path: Path, config: dict) -> None:
     labels = config.get("labels", _MISSING)
     check("labels", labels, lambda v: isinstance(v, list) and len(v) >= 2 and len(set(map(repr, v))) == len(v)
           and all(isinstance(x, str) and x for x in v), "a list of two or more distinct non-empty strings")
-    check("label_values", config.get("label_values", _MISSING), optional(
-        lambda v: isinstance(v, list) and len(v) == len(labels)
-        and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)),
-        f"a list of {len(labels)} strings or integers (one per label)")
+    label_classes(where, config)
     check("descriptions", config.get("descriptions", _MISSING), lambda v: isinstance(v, dict)
           and set(v) == set(labels) and all(isinstance(x, str) for x in v.values()),
           "an object {label: description} for every label")
@@ -221,6 +218,34 @@ def check_config(path: Path, config: dict) -> None:
     check("chunk_aggregate", config.get("chunk_aggregate", _MISSING),
           (lambda v: v in ("mean", "max")) if chunked else optional(lambda v: v in ("mean", "max")),
           "mean or max (how a chunked text's window logits are aggregated)")
+
+
+def label_classes(where: Path, config: dict):
+    """classes_ of the saved model whose config (from `where`) this is: its label_values, the caller's labels
+    (integers stay integers), or its labels where it has none (earlier saves, or values edited out)."""
+    import numpy as np
+    labels, values = config["labels"], config.get("label_values")
+    if values is not None and not (isinstance(values, list) and len(values) == len(labels) and all(
+            isinstance(x, (str, int)) and not isinstance(x, bool) for x in values)):
+        raise HeadswapError(f"{where} is corrupt: label_values must be a list of {len(labels)} strings or integers "
+                            f"(one per label); got {values!r:.80}")
+    values = values or list(labels)
+    return np.array(values) if all(isinstance(v, int) for v in values) else np.array(values, dtype=object)
+
+
+def record_label_values(path: Path, values: dict) -> None:
+    """Write into the saved model at `path` (each member of a blend) what each label is to the caller, `values`
+    {label: value}, as its label_values: loaded, its classes_ are those values. (auto trains on labels as text, as
+    files hold them; AutoClassifier so gives back the integer labels it was given.)"""
+    from headswap.saved.atomic import write_text
+    config = read_config(path)
+    if "members" in config:       # a blend: its classes_ are its lead member's
+        for member in config["members"]:
+            record_label_values(inside(path, member["folder"], "members"), values)
+        return
+    config["label_values"] = [values.get(label, label) for label in config["labels"]]
+    # (a TF-IDF config holds its vocabularies: written compact, as it saves itself)
+    write_text(path / CONFIG_FILE, json.dumps(config, indent=None if config.get("kind") else 2))
 
 
 def _check_label_kind(where: Path, params: dict, config: dict) -> None:
