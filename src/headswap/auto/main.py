@@ -210,8 +210,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     climb.blends = blend and not full["out_of_scope"]     # a reject option is not blended (ship.blend_winner)
     from headswap.auto.prior import Prior, load_table
-    climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]))
-    summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs}
+    climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]), misfit=bool(climb.misfit))
+    summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs, "sets": climb.prior.sets}
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work

@@ -1,40 +1,58 @@
-"""What auto learned from the project's own runs: which rungs won, or came within a point of the winner, on data of
-which shape (a portfolio, as auto-sklearn 2.0 and AutoGluon's zero-shot portfolios choose what to try first from
-past results).
+"""What auto learned from the project's own runs: which rungs won, or came within a point of the winner, on which
+data sets of which shape (a portfolio, as auto-sklearn 2.0 and AutoGluon's zero-shot portfolios choose what to try
+first from past results).
 
 The table (prior.json beside this module) is rebuilt from results files by `python benchmarks/build_prior.py`, never
-written by hand: every auto run's results.json (benchmarks/results holds dozens) gives, for each candidate that ran,
-its family (model kind, strategy, rung: "causal · causal-embedding-mlp · linear head"), the data's shape (training
-texts, classes, out-of-scope label) and whether its validation macro F1 came within WITHIN of the run's best.
+written by hand: every auto run's results.json (benchmarks/results holds over a hundred) gives, for each candidate
+that ran, its family (model kind, strategy, rung: "causal · causal-embedding-mlp · linear head"), the data set (its
+training classes and their counts, whatever folder it was copied to), the data's shape (training texts, classes,
+out-of-scope label, a body whose vocabulary does not fit) and whether its validation macro F1 came within WITHIN of
+the run's best.
 
-auto reads it before the cheap rungs: a rung whose family never came within a point in any run, or that no run has
-tried, is "unproven", and takes at most UNPROVEN_SHARE of the budget before the arms start (SmolLM2's frozen head on
-an English intent set took 31% of 15 minutes for 0.68 where MiniLM's read 0.949); proven rungs run first. A family
-is judged on the most specific data it has runs of: this shape, then its size and classes, then any. With no table,
-today's order and no cap.
+Each data set is one vote: its vote for a family is the share of its runs in which the family came near the winner,
+so 30 repeats on SMS spam weigh as much as one run on GermEval 2018 (counting runs, a new 2-class set inherited
+SMS spam's history as 35 independent runs); in a run, a family's best candidate speaks for it. A family is judged on
+the most specific data sets it has runs of (Prior._levels): this shape (a fine bucket, only where 2 data sets or
+more of it tried the family), its coarse size and classes, the same out-of-scope or not, its size, then any.
+Evidence from one data set is a hint: it orders the rungs, but a level whose only set says "never near" passes the
+judgement on to coarser data, and no rung is dropped on fewer than DROP_AFTER sets.
 
-Two more uses of the same table: a cheap rung whose family ran DROP_AFTER times or more on data of this very shape
-and never came within a point is not tried at all (MiniLM's frozen heads on emotion: 0 of 42 runs, a minute of 15
-spent each time on a head 20 points under the winner); and the fine-tuning arms are admitted in the order of how
-often their family won on this data (arm_order: full fine-tuning won 6 of 7 runs on emotion, the cached partial 7
-of 18, and with the cached partial first, full fine-tuning never got its first epoch). Imports no torch.
+auto reads it before the cheap rungs: a rung that no data set proves (came within a point on this shape or its size
+and classes; won, on other data) is "unproven", and takes at most UNPROVEN_SHARE of the budget before the arms start
+(SmolLM2's frozen head on an English intent set took 31% of 15 minutes for 0.68 where MiniLM's read 0.949); proven
+rungs run first. A cheap rung that DROP_AFTER data sets or more of this shape tried, and on none came within a
+point, is not tried at all; the fine-tuning arms are admitted in the order of the data sets' votes for their
+family's wins (arm_order). With no table, today's order and no cap. Imports no torch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from collections import Counter
 from importlib.resources import files
 from pathlib import Path
+from typing import NamedTuple
 
+from headswap.errors import HeadswapError
 from headswap.reports.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
 UNPROVEN_SHARE = 0.10      # of the budget: the most an unproven cheap rung may take before the arms start
-# Runs on data of this shape after which a cheap rung that never came within a point is not tried: fewer say little
-# (a family near-tied on 4 of 6 runs of one shape would have looked hopeless after its first 2).
-DROP_AFTER = 5
+# Data sets that make evidence rather than a hint: fewer order the rungs, but neither make a fine bucket count nor
+# cap a rung alone (repeats on one set say how a family fares there, not on the next set of that shape).
+ENOUGH_SETS = 2
+# Data sets of this shape after which a cheap rung that never came within a point on any of them is not tried.
+DROP_AFTER = 2
 TABLE = "prior.json"
+# Fine buckets (upper bound, name, the coarse bucket it lies in): training texts below the bound, classes up to it.
+SIZES = ((300, "under 300", "under 1k"), (1000, "300-1k", "under 1k"), (3000, "1k-3k", "1k-10k"),
+         (10000, "3k-10k", "1k-10k"), (30000, "10k-30k", "10k+"), (math.inf, "30k+", "10k+"))
+CLASSES = ((2, "2", "2"), (5, "3-5", "3-20"), (20, "6-20", "3-20"), (100, "21-100", "21+"), (math.inf, "101+", "21+"))
+OOS, MISFIT = "out-of-scope", "vocabulary misfit"
+_COARSE = {**{f"{fine} texts": f"{big} texts" for _, fine, big in SIZES},
+           **{f"{fine} classes": f"{big} classes" for _, fine, big in CLASSES}}
 
 
 def family(kind: str, strategy: str, rung: str | None, regime: str) -> str:
@@ -48,11 +66,21 @@ def rung_family(rung) -> str:
     return family(rung.kind, rung.strategy, rung.name, rung.regime)
 
 
-def shape(n_train: int, n_classes: int, out_of_scope: bool) -> str:
-    """A coarse bucket of the data: training texts by decade, classes (2, up to 20, more), out-of-scope or not."""
-    size = "under 1k" if n_train < 1000 else "1k-10k" if n_train < 10000 else "10k+"
-    classes = "2" if n_classes <= 2 else "3-20" if n_classes <= 20 else "21+"
-    return f"{size} texts · {classes} classes" + (" · out-of-scope" if out_of_scope else "")
+def shape(n_train: int, n_classes: int, out_of_scope: bool, misfit: bool = False) -> str:
+    """The fine bucket of the data: training texts (SIZES), classes (CLASSES), an out-of-scope label, and whether some
+    body's vocabulary does not fit the texts (German tweets read through MiniLM's English word pieces)."""
+    size = next(name for bound, name, _ in SIZES if n_train < bound)
+    classes = next(name for bound, name, _ in CLASSES if n_classes <= bound)
+    return " · ".join([f"{size} texts", f"{classes} classes"] + [OOS] * bool(out_of_scope) + [MISFIT] * bool(misfit))
+
+
+def coarse(where: str) -> str:
+    """The coarse bucket a fine shape lies in: training texts by decade, classes (2, up to 20, more), out-of-scope."""
+    return " · ".join(_COARSE.get(part, part) for part in where.split(" · ") if part != MISFIT)
+
+
+def _bare(where: str) -> str:
+    return where.replace(f" · {OOS}", "")
 
 
 def _runs(root: Path):
@@ -65,12 +93,15 @@ def _runs(root: Path):
             yield path, data
 
 
-def build_table(root, kinds: dict[str, str]) -> dict:
-    """The prior from every auto results file under `root`: {family: {shape: {"ran", "within", "won"}}} and the
-    runs it read. kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
-    root = Path(root)
-    table: dict[str, dict[str, dict[str, int]]] = {}
-    runs = []
+class Run(NamedTuple):
+    path: str                   # relative to the results folder
+    fingerprint: str            # the data set: its training classes and their counts, hashed
+    folder: str | None          # the folder its training file lay in, which names the set
+    where: str                  # shape()
+    results: dict               # family -> (came within WITHIN of the run's best, was the best)
+
+
+def _records(root: Path, kinds: dict[str, str]):
     for path, data in _runs(root):
         cands = [c for c in data["auto"]["candidates"] if c.get("status") == "ran"
                  and isinstance(c.get("validation_macro_f1"), (int, float)) and c.get("tier") != "blend"]
@@ -84,18 +115,65 @@ def build_table(root, kinds: dict[str, str]) -> dict:
         if not classes:        # an older file that did not record its classes: its shape is unknown
             continue
         settings = (data["meta"].get("args") or {}).get("settings") or {}
-        where = shape(n_train, len(classes), bool(settings.get("out_of_scope")))
+        fits = data["auto"].get("vocabulary_fit") or {}
+        misfit = any(isinstance(f, dict) and f.get("fits") is False for f in fits.values())
+        n_classes = classes if isinstance(classes, int) else len(classes)    # a count, or the classes themselves
+        where = shape(n_train, n_classes, bool(settings.get("out_of_scope")), misfit)
+        # The same texts copied to /tmp/ge or /tmp/auto-runs/germeval2018 are one data set: named by what they hold.
+        fingerprint = hashlib.sha1(json.dumps([train.get("rows"), classes], sort_keys=True).encode()).hexdigest()[:8]
         best = max(c["validation_macro_f1"] for c in cands)
-        runs.append(str(path.relative_to(root)))
+        results: dict[str, tuple[bool, bool]] = {}      # a family's best candidate speaks for it in the run
         for c in cands:
-            if c["model"] == "tfidf" or c["model"] not in kinds:
-                continue
-            key = family(kinds[c["model"]], c["strategy"], c.get("rung"), c["regime"])
-            cell = table.setdefault(key, {}).setdefault(where, {"ran": 0, "within": 0, "won": 0})
+            if c["model"] != "tfidf" and c["model"] in kinds:
+                key, f1 = family(kinds[c["model"]], c["strategy"], c.get("rung"), c["regime"]), c["validation_macro_f1"]
+                near, won = results.get(key, (False, False))
+                results[key] = (near or f1 >= best - WITHIN, won or f1 >= best)
+        folder = Path(train["file"]).parent.name if train.get("file") else None
+        yield Run(str(path.relative_to(root)), fingerprint, folder or None, where, results)
+
+
+def _names(records: list[Run]) -> dict[str, str]:
+    """fingerprint -> the data set's name: the folder most of its runs read it from (the fingerprint when none did,
+    with it where two sets share a folder name)."""
+    folders: dict[str, Counter] = {}
+    for r in records:
+        folders.setdefault(r.fingerprint, Counter())[r.folder or r.fingerprint] += 1
+    names = {fp: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for fp, c in folders.items()}
+    taken = Counter(names.values())
+    return {fp: name if taken[name] == 1 else f"{name}-{fp}" for fp, name in names.items()}
+
+
+def build_table(root, kinds: dict[str, str], without=()) -> dict:
+    """The prior from every auto results file under `root`: {family: {shape: {data set: {"ran", "within", "won"}}}},
+    the runs it read and the data sets they used, leaving out the runs on the data sets named in `without`.
+    kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
+    root = Path(root)
+    records = list(_records(root, kinds))
+    names = _names(records)
+    unknown = sorted(set(without) - set(names.values()))
+    if unknown:
+        raise HeadswapError(f"--without {', '.join(unknown)}: no auto run under {root} used such a data set; "
+                            f"the runs used {', '.join(sorted(set(names.values())))}")
+    table: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
+    sets: dict[str, dict] = {}
+    runs = []
+    for run in records:
+        name = names[run.fingerprint]
+        if name in without:
+            continue
+        runs.append(run.path)
+        seen = sets.setdefault(name, {"fingerprint": run.fingerprint, "runs": 0, "shapes": {}})
+        seen["runs"] += 1
+        seen["shapes"][run.where] = seen["shapes"].get(run.where, 0) + 1
+        for key, (within, won) in run.results.items():
+            cell = table.setdefault(key, {}).setdefault(run.where, {}).setdefault(name, {"ran": 0, "within": 0,
+                                                                                       "won": 0})
             cell["ran"] += 1
-            cell["within"] += c["validation_macro_f1"] >= best - WITHIN
-            cell["won"] += c["validation_macro_f1"] >= best
-    return {"within": WITHIN, "runs": runs, "families": {k: dict(sorted(v.items())) for k, v in sorted(table.items())}}
+            cell["within"] += within
+            cell["won"] += won
+    families = {k: {w: dict(sorted(c.items())) for w, c in sorted(v.items())} for k, v in sorted(table.items())}
+    return {"within": WITHIN, "runs": runs, "sets": dict(sorted(sets.items())), "without": sorted(without),
+            "families": families}
 
 
 def load_table() -> dict:
@@ -103,88 +181,142 @@ def load_table() -> dict:
     try:
         return json.loads(files("headswap.auto").joinpath(TABLE).read_text())
     except (OSError, ValueError, ModuleNotFoundError):
-        return {"families": {}, "runs": []}
+        return {"families": {}, "runs": [], "sets": {}}
+
+
+class Evidence(NamedTuple):
+    """What the data sets at one level of specificity say of a family."""
+    level: int
+    said: str                          # "of this shape", ...
+    sets: dict[str, dict[str, int]]    # data set -> {"ran", "within", "won"} over its runs at this level
+    proof: str                         # "within" a point of the winner, or "won" (on data of other classes)
+
+    def near(self, proof: str | None = None) -> list[str]:
+        """The data sets on which the family came near the winner (proof), the most often first."""
+        proof = proof or self.proof
+        return sorted((s for s, c in self.sets.items() if c[proof]), key=lambda s: -self.share(s, proof))
+
+    def share(self, name: str, proof: str | None = None) -> float:
+        cell = self.sets[name]
+        return cell[proof or self.proof] / cell["ran"]
+
+    def votes(self, proof: str | None = None) -> float:
+        """Each data set's vote: the share of its runs in which the family came near (or won)."""
+        return sum(self.share(s, proof) for s in self.sets)
+
+    def counted(self) -> str:
+        n = len(self.sets)
+        return f"{n} data set{'s' * (n != 1)} {self.said}"
 
 
 class Prior:
     """Asks the table about one run's data."""
 
-    def __init__(self, table: dict, n_train: int, n_classes: int, out_of_scope: bool):
+    def __init__(self, table: dict, n_train: int, n_classes: int, out_of_scope: bool, misfit: bool = False,
+                 where: str | None = None):
         self.families = table.get("families", {})
         self.runs = len(table.get("runs", []))
-        self.shape = shape(n_train, n_classes, out_of_scope)
+        self.sets = len(table.get("sets", {}))
+        self.shape = where or shape(n_train, n_classes, out_of_scope, misfit)
 
     def _levels(self):
-        """Which table cells count, most specific first: this shape; its size and classes with or without an
-        out-of-scope label; any data."""
-        bare = self.shape.split(" · out-of-scope")[0]
-        return (("data of this shape", lambda w: w == self.shape),
-                ("data of this size and classes", lambda w: w.split(" · out-of-scope")[0] == bare),
-                ("any data", lambda w: True))
+        """Which table cells count, most specific first, and what proves a family there: this fine shape; its coarse
+        size and classes with the same out-of-scope label; with or without it (a run within a point of its winner);
+        its size, whose texts set what the budget can train; any data (a win: within a point of 1.0 on an easy set,
+        where everything is, says nothing of a hard one)."""
+        mine = coarse(self.shape)
+        size = mine.split(" · ")[0]
+        return (("of this shape", lambda w: w == self.shape, "within"),
+                ("of this size and classes", lambda w: coarse(w) == mine, "within"),
+                ("of this size and classes, out-of-scope or not", lambda w: _bare(coarse(w)) == _bare(mine), "within"),
+                ("of this size", lambda w: coarse(w).split(" · ")[0] == size, "won"),
+                ("of any shape", lambda w: True, "won"))
 
-    def _cells(self, key: str) -> tuple[int, str, list[dict]]:
-        """(level, what data it is, the family's cells there) at the most specific level it has runs of."""
+    def _found(self, key: str):
+        """Evidence at each level the family has runs at, most specific first; the fine shape counts only where
+        ENOUGH_SETS data sets of it tried the family (else its coarse bucket says the same, with more sets)."""
         cells = self.families.get(key, {})
-        for level, (said, match) in enumerate(self._levels()):
-            here = [c for w, c in cells.items() if match(w)]
-            if here:
-                return level, said, here
-        return 2, "any data", []
+        for level, (said, match, proof) in enumerate(self._levels()):
+            sets: dict[str, dict[str, int]] = {}
+            for where, by_set in cells.items():
+                if match(where):
+                    for name, cell in by_set.items():
+                        mine = sets.setdefault(name, {"ran": 0, "within": 0, "won": 0})
+                        for k in mine:
+                            mine[k] += cell[k]
+            if sets and (level or len(sets) >= ENOUGH_SETS):
+                yield Evidence(level, said, sets, proof)
 
-    def evidence(self, key: str) -> tuple[int, int, str]:
-        """(runs that prove it, runs it ran in, on what data), on the most specific data this family has runs of:
-        on data of this shape, or of its size and classes, a run proves it when it came within a point of the
-        winner; on other data only when it won (within a point of 1.0 on an easy set, where everything is, says
-        nothing of a hard one)."""
-        level, said, here = self._cells(key)
-        proof = "won" if level == 2 else "within"
-        return sum(c[proof] for c in here), sum(c["ran"] for c in here), said
+    def evidence(self, key: str) -> Evidence | None:
+        """What judges the family: the most specific level (_levels) where a data set proves it or where ENOUGH_SETS
+        data sets tried it. A level whose one data set never saw it near is a hint, and coarser data judge; with
+        none that does, that hint."""
+        hint = None
+        for ev in self._found(key):
+            if ev.near() or len(ev.sets) >= ENOUGH_SETS:
+                return ev
+            hint = hint or ev
+        return hint
 
     def proven(self, key: str) -> bool:
-        """Came near the winner before (evidence()); with no table at all, every rung is (today's rules)."""
-        return not self.families or self.evidence(key)[0] > 0
+        """A data set saw it near the winner (evidence()); with no table at all, every rung is (today's rules)."""
+        if not self.families:
+            return True
+        ev = self.evidence(key)
+        return ev is not None and bool(ev.near())
 
     def order(self, key: str) -> tuple:
-        """Sort key: proven families first, the most often near the winner before the rest."""
-        within = self.evidence(key)[0]
-        return (within == 0, -within)
+        """Sort key: proven families first, those proven on the most specific data (on this shape before any shape),
+        then the most data sets' votes for them."""
+        ev = self.evidence(key)
+        return (not self.proven(key), ev.level if ev else len(self._levels()), -(ev.votes() if ev else 0.0))
 
     def dropped(self, key: str) -> str | None:
-        """Why a cheap rung is not tried at all: its family ran DROP_AFTER times or more on data of this shape and
-        never came within a point of the winner; None when it may run."""
+        """Why a cheap rung is not tried at all: DROP_AFTER data sets or more of this shape (or of its size and
+        classes) tried its family and on none did it come within a point of the winner; None when it may run."""
         if not self.families:
             return None
-        near, ran, said = self.evidence(key)
-        if said != "data of this shape" or ran < DROP_AFTER or near:
+        ev = self.evidence(key)
+        if ev is None or ev.level > 1 or len(ev.sets) < DROP_AFTER or ev.near():
             return None
-        return (f"prior: in none of the {ran} earlier runs on {said} did it come within {WITHIN * 100:g} point of the "
-                f"winner, so it is not tried")
+        return (f"prior: on none of the {ev.counted()} that tried it ({', '.join(sorted(ev.sets))}) did it come "
+                f"within {WITHIN * 100:g} point of the winner, so it is not tried")
 
     def arm_order(self, key: str) -> float:
-        """Sort key for a fine-tuning arm: minus the lower bound of how often its family won on the most specific
-        data it has runs of (Wilson's score interval at one standard error, so 1 win in 1 run does not outrank 6 in
-        7); a family no run tried gets 0, and keeps the ladder's place among those."""
-        won, ran, _ = self._wins(key)
-        if not ran:
+        """Sort key for a fine-tuning arm: minus the lower bound of its family's share of wins, each data set one vote
+        (its share of runs won) on the most specific data it has runs of, by Wilson's score interval at one standard
+        error over the data sets: one set, however often won, counts 0.5 at most, two won in 9 runs of 10 0.55; a
+        family no run tried gets 0, and keeps the ladder's place among those."""
+        ev = next(self._found(key), None)
+        if ev is None:
             return 0.0
-        p, z2 = won / ran, 1.0
-        low = (p + z2 / (2 * ran) - math.sqrt(z2 * p * (1 - p) / ran + z2 * z2 / (4 * ran * ran))) / (1 + z2 / ran)
+        n = len(ev.sets)
+        p, z2 = ev.votes("won") / n, 1.0
+        low = (p + z2 / (2 * n) - math.sqrt(z2 * p * (1 - p) / n + z2 * z2 / (4 * n * n))) / (1 + z2 / n)
         return -max(low, 0.0)
 
     def arm_evidence(self, key: str) -> str:
-        """'won 6 of 7 earlier runs on data of this shape', for the log."""
-        won, ran, said = self._wins(key)
-        return f"won {won} of {ran} earlier runs on {said}" if ran else "no earlier run tried it"
-
-    def _wins(self, key: str) -> tuple[int, int, str]:
-        """(runs it won, runs it ran in, on what data) at the most specific level it has runs of."""
-        _, said, here = self._cells(key)
-        return sum(c["won"] for c in here), sum(c["ran"] for c in here), said
+        """'the best on 2 of 2 data sets of this size and classes: sms_spam in 68% of its runs, germeval2018 52%', for
+        the log; one data set is named as the hint it is."""
+        ev = next(self._found(key), None)
+        if ev is None:
+            return "no earlier data set tried it"
+        if len(ev.sets) == 1:
+            name = next(iter(ev.sets))
+            return f"the best in {ev.share(name, 'won'):.0%} of the runs on the one data set {ev.said}, {name}: a hint"
+        shares = ", ".join(f"{s} {ev.share(s, 'won'):.0%}" for s in sorted(ev.sets, key=lambda s: -ev.share(s, "won")))
+        return f"the best on {len(ev.near('won'))} of {ev.counted()}, share of each one's runs: {shares}"
 
     def why_unproven(self, key: str, share_seconds: float) -> str:
-        _, ran, said = self.evidence(key)
-        near = "win" if said == "any data" else f"come within {WITHIN * 100:g} point of the winner"
-        seen = (f"in none of the {ran} earlier runs on {said} that tried it did it {near}") if ran \
-            else f"none of the {self.runs} earlier runs tried it"
+        ev = self.evidence(key)
+        if ev is None:
+            seen = f"none of the {self.sets} data sets it knows tried it"
+        else:
+            near = "won" if ev.proof == "won" else f"came within {WITHIN * 100:g} point of the winner"
+            seen = f"it {near} on none of the {ev.counted()} that tried it"
+            if len(ev.sets) < ENOUGH_SETS:
+                (name, cell), = ev.sets.items()
+                seen = (f"it {near} in none of the {cell['ran']} runs on the one data set {ev.said} that tried it, "
+                        f"{name} (a hint: capped as if none had tried it)")
         return (f"{seen}, so it may take {UNPROVEN_SHARE:.0%} of the budget before the arms start "
                 f"({duration(share_seconds)} here)")
