@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_run import signalled
+from cli_run import invoke, signalled
 from tiny_models import make_tiny_causal, make_tiny_encoder
 
 from headswap import TextClassifier
@@ -71,6 +71,14 @@ def test_export_records_its_check_and_the_summary(models):
     assert s["runtime"] == "onnx" and s["total_params"] == t["total_params"] > 0
     cross = json.loads((models["cross-onnx"] / "headswap_config.json").read_text())["export"]
     assert cross["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def test_the_export_command_says_what_it_wrote_unless_quiet(models):
+    rc, _, err = invoke(["export", "--model-dir", str(models["mlp"]), "--out", str(models["root"] / "cli-onnx")])
+    assert rc == 0 and err.startswith(f"wrote {models['root'] / 'cli-onnx'}: model.onnx"), err
+    rc, _, err = invoke(["export", "--model-dir", str(models["mlp"]), "--out", str(models["root"] / "cli-onnx-q"),
+                         "-q"])
+    assert rc == 0 and err == "" and (models["root"] / "cli-onnx-q" / "model.onnx").is_file(), err
 
 
 def test_exported_model_evaluates(models):

@@ -21,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="int8: weights of the matrix products stored as int8, activations quantized per batch "
                    "(smaller and faster on CPU, a little less exact) (default: %(default)s)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no \"wrote\" line on stderr")
 
 
 def run(args) -> int:
@@ -31,6 +32,8 @@ def run(args) -> int:
     with output_lock(args.out):         # two exports into one --out would write, and remove, each other's files
         entry = export(args.model_dir, args.out, fmt=args.format, quantize=args.quantize)
     check = entry["check"]
+    if args.quiet and check["same_labels"]:     # a label that differs is said even under -q
+        return 0
     print(f"wrote {args.out}: {entry['file']} ({entry['bytes'] / 2**20:.1f} MiB, {entry['quantize']}); on "
           f"{check['texts']} check texts the logits differ from torch's by at most {check['max_abs_logit_diff']:.2g}"
           f"{'' if check['same_labels'] else ' and a label differs'}", file=sys.stderr)
