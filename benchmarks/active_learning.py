@@ -55,7 +55,7 @@ def data_set(ref: str) -> tuple[str, Path, str, str, int | None]:
 
 def features(ref: str, cache: Path) -> dict:
     """{pool_x, pool_y, test_x, test_y, classes} for data set `ref`: MiniLM pooled features from one pass of a
-    headswap model (oos.infer, what suggest reads), cached in `cache`/NAME.npz."""
+    headswap model (logits_and_features, what suggest reads), cached in `cache`/NAME.npz."""
     name, folder, pool_file, test_file, _ = data_set(ref)
     path = cache / f"{name}.npz"
     if path.exists():
@@ -65,7 +65,6 @@ def features(ref: str, cache: Path) -> dict:
 
     from headswap import TextClassifier, load_dataset
 
-    from headswap.classifier import reject_option as oos
     torch.set_num_threads(2)
     pool, test = load_dataset(folder / pool_file), load_dataset(folder / test_file)
     classes = sorted(set(pool.labels))
@@ -78,8 +77,8 @@ def features(ref: str, cache: Path) -> dict:
                          eval_fraction=0, progress=False)
     clf.fit([pool.texts[i] for i in idx], [pool.labels[i] for i in idx])
     t0 = time.perf_counter()
-    pool_x = oos.infer(clf, pool.texts)[1]
-    test_x = oos.infer(clf, test.texts)[1]
+    pool_x = clf.logits_and_features(pool.texts)[1]
+    test_x = clf.logits_and_features(test.texts)[1]
     seconds = time.perf_counter() - t0
     index = {c: k for k, c in enumerate(classes)}
     out = {"pool_x": np.asarray(pool_x, dtype=np.float32), "test_x": np.asarray(test_x, dtype=np.float32),

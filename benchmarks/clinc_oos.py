@@ -38,8 +38,6 @@ import numpy as np  # noqa: E402
 
 from headswap import TextClassifier, reject  # noqa: E402
 
-from headswap.classifier import reject_option as oos
-
 from headswap.decisions import oos_scores
 OOS = "oos"
 
@@ -79,11 +77,11 @@ def measure(clf, tune_data, test_data, drop: float) -> dict:
     """Per score: threshold tuned on tune_data for in-scope accuracy >= (no-threshold accuracy - drop); figures
     on test_data. One pass of the model over each data set."""
     def prepared(texts, labels):
-        logits, feats = oos.infer(clf, texts)
+        logits, feats = clf.logits_and_features(texts)
         y = np.array([clf.labels_.index(lab) if lab in clf.labels_ else -1 for lab in labels])
         is_oos = np.array([lab == OOS for lab in labels])
         probs = clf.target_.probabilities(logits, clf.temperature_)
-        return probs, y, is_oos, oos.compute_all(clf, logits, feats)
+        return probs, y, is_oos, clf.reject_step_.scores(clf.temperature_step_.apply(logits), logits, feats)
     k = clf.oos_index_
     t_probs, t_y, t_oos, t_scores = prepared(*tune_data)
     v_probs, v_y, v_oos, v_scores = prepared(*test_data)

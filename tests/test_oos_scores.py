@@ -145,12 +145,12 @@ def knn_model(enc):
 def test_predict_rejects_exactly_the_texts_whose_score_is_above_the_threshold(knn_model):
     clf = knn_model
     assert clf.oos_score_["score"] == "knn" and clf.reject_threshold_ is None
-    logits, feats = oos.infer(clf, VAL_TEXTS)
+    logits, feats = clf.logits_and_features(VAL_TEXTS)
     knn = clf.oos_statistics_.knn(feats)
     pred = clf.predict(VAL_TEXTS)
     assert [p == "oos" for p in pred] == (knn > clf.oos_score_["threshold"]).tolist()
     assert all(p == "oos" for p, lab in zip(pred, VAL_LABELS) if lab == "oos")     # recall target 1.0
-    probs, score = oos.predict_scored(clf, VAL_TEXTS)
+    probs, score = clf.predict_scored(VAL_TEXTS)
     np.testing.assert_array_equal(score, knn)
     assert clf.decide(probs, score).tolist() == pred.tolist()
     with pytest.raises(HeadswapError, match="knn score"):
@@ -162,7 +162,7 @@ def test_the_statistics_reload_exactly_and_the_saved_model_decides_the_same(knn_
     assert (tmp_path / "m" / "oos_statistics.safetensors").is_file()
     again = TextClassifier.load(tmp_path / "m", progress=False)
     assert again.oos_score_["score"] == "knn" and again.oos_score_["threshold"] == knn_model.oos_score_["threshold"]
-    assert np.array_equal(oos.predict_scored(again, VAL_TEXTS)[1], oos.predict_scored(knn_model, VAL_TEXTS)[1])
+    assert np.array_equal(again.predict_scored(VAL_TEXTS)[1], knn_model.predict_scored(VAL_TEXTS)[1])
     assert again.predict(VAL_TEXTS).tolist() == knn_model.predict(VAL_TEXTS).tolist()
     (tmp_path / "m" / "oos_statistics.safetensors").unlink()
     with pytest.raises(HeadswapError, match="oos_statistics.safetensors is missing"):
@@ -176,8 +176,8 @@ def test_an_exported_model_gives_the_features_and_rejects_as_torch_does(knn_mode
     export(src, tmp_path / "onnx")
     exported = TextClassifier.load(tmp_path / "onnx", progress=False)
     assert exported.runtime_ == "onnx"
-    np.testing.assert_allclose(oos.infer(exported, VAL_TEXTS)[1], oos.infer(knn_model, VAL_TEXTS)[1], atol=1e-4)
-    np.testing.assert_allclose(oos.predict_scored(exported, VAL_TEXTS)[1], oos.predict_scored(knn_model, VAL_TEXTS)[1],
+    np.testing.assert_allclose(exported.logits_and_features(VAL_TEXTS)[1], knn_model.logits_and_features(VAL_TEXTS)[1], atol=1e-4)
+    np.testing.assert_allclose(exported.predict_scored(VAL_TEXTS)[1], knn_model.predict_scored(VAL_TEXTS)[1],
                                atol=1e-4)
     assert exported.predict(VAL_TEXTS).tolist() == knn_model.predict(VAL_TEXTS).tolist()
 
@@ -190,8 +190,8 @@ def test_auto_picks_the_score_with_the_best_validation_auroc(enc):
     is_oos = np.array([lab == "oos" for lab in VAL_LABELS])
     order = [i for i, lab in enumerate(VAL_LABELS) if lab != "oos"] + [i for i, lab in enumerate(VAL_LABELS)
                                                                        if lab == "oos"]
-    logits, feats = oos.infer(clf, [VAL_TEXTS[i] for i in order])
-    values = oos.compute_all(clf, logits, feats)
+    logits, feats = clf.logits_and_features([VAL_TEXTS[i] for i in order])
+    values = clf.reject_step_.scores(clf.temperature_step_.apply(logits), logits, feats)
     aurocs = {n: figures(v, is_oos[order])["auroc"] for n, v in values.items()}
     assert aurocs == pytest.approx({n: f["auroc"] for n, f in entry["validation"].items()})
     assert entry["score"] == max(aurocs, key=lambda n: (aurocs[n], -list(aurocs).index(n)))
@@ -297,6 +297,6 @@ def test_refit_adds_the_feature_scores_to_a_model_fitted_without_them(enc):
         clf.calibrate(VAL_TEXTS, VAL_LABELS)
     oos.refit(clf, TEXTS, LABELS, VAL_TEXTS, VAL_LABELS, reject_score="mahalanobis")
     assert clf.oos_score_["score"] == "mahalanobis" and clf.oos_statistics_ is not None
-    feats = oos.infer(clf, VAL_TEXTS)[1]
+    feats = clf.logits_and_features(VAL_TEXTS)[1]
     expect = clf.oos_statistics_.mahalanobis(feats) > clf.oos_score_["threshold"]
     assert [p == "oos" for p in clf.predict(VAL_TEXTS)] == expect.tolist()

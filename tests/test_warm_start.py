@@ -29,9 +29,8 @@ def test_a_full_fine_tune_starts_from_the_frozen_head_that_fits_and_at_its_score
     frozen_acc = (mlp.predict(TEXTS) == np.array(LABELS)).mean()
     clf = TextClassifier(strategy="encoder-mlp", model=encoder, regime="full", head="mlp", progress=False)
     clf.fitted_ = Fitted.for_labels(["ham", "spam"])
-    clf.start_heads_ = [("linear head", _state(linear)), ("mlp head", _state(mlp))]    # best first; linear misfits
-    clf._build(texts=TEXTS)
-    assert clf.started_from_ == "mlp head" and not hasattr(clf, "start_heads_")      # used once, not kept
+    clf._build(texts=TEXTS, start=[("linear head", _state(linear)), ("mlp head", _state(mlp))])  # linear misfits
+    assert clf.started_from_ == "mlp head"
     for k, v in clf.module_.head.state_dict().items():
         assert torch.equal(v.cpu(), _state(mlp)[k].cpu()), k
     # the whole module now predicts as the frozen rung did: its body is the same pretrained one
@@ -43,8 +42,11 @@ def test_a_full_fine_tune_starts_from_the_frozen_head_that_fits_and_at_its_score
     assert [clf.labels_[i] for i in warm] == list(mlp.predict(TEXTS[:12]))
     assert frozen_acc > 0.6          # the frozen head learned something, so the comparison above could fail
 
-    cold = TextClassifier(strategy="encoder-mlp", model=encoder, regime="full", head="mlp", progress=False)
-    cold.fitted_ = Fitted.for_labels(["ham", "spam"])
-    cold.start_heads_ = [("linear head", _state(linear))]
-    cold._build(texts=TEXTS)
-    assert cold.started_from_ is None          # nothing fitted: the head stays as built
+    # fit takes the heads as an argument (auto's arms pass them), for this fit alone
+    settings = dict(strategy="encoder-mlp", model=encoder, regime="full", head="mlp", progress=False, epochs=1,
+                    eval_fraction=0)
+    warm = TextClassifier(**settings).fit(TEXTS, LABELS, start_heads=[("mlp head", _state(mlp))])
+    assert warm.started_from_ == "mlp head"
+    assert TextClassifier(**settings).fit(TEXTS, LABELS).started_from_ is None
+    cold = TextClassifier(**settings).fit(TEXTS, LABELS, start_heads=[("linear head", _state(linear))])
+    assert cold.started_from_ is None          # no head fits: the head stays as built

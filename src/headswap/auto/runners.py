@@ -59,10 +59,9 @@ def train_slice(rung, settings: dict, train, validation, seen: int) -> tuple[obj
     said = io.StringIO()
     try:
         clf = classifier_for(rung, settings, epochs=settings["epochs"])
-        if heads and not settings["resume"]:     # a later slice resumes from the arm's checkpoint instead
-            clf.start_heads_ = heads
         with contextlib.redirect_stderr(said), slices_of_a_run():   # resume lines: one per slice, nothing to act on
-            clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
+            clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels,
+                    start_heads=None if settings["resume"] else heads)   # a later slice resumes from the checkpoint
     except Exception as e:  # one arm's failure must not end the run
         return None, {"error": error_fields(e)["error"], "points": [], "finished": False, "history_length": seen,
                       "seconds": time.perf_counter() - t0}

@@ -23,7 +23,7 @@ class Built:
     """What a TextClassifier runs: the module (torch, or an ONNX Runtime session behind the same interface), the
     text encoder and tokenizer its texts go through, the prompt, the LoRA settings, the resolved model, and what
     the strategy derived at build time (`saved`: answer_token_ids, ...). TextClassifier exposes each field with a
-    trailing underscore (module_, encoder_, ...); each key of `saved` too (answer_token_ids_, ...)."""
+    trailing underscore (module_, encoder_, ...; headswap.classifier.attributes)."""
 
     module: Any
     encoder: Any
@@ -56,12 +56,6 @@ class Built:
             shared = {id(t): t for t in itertools.chain(module.parameters(), module.buffers())}
             module = copy.deepcopy(module, shared)
         return replace(self, module=module, encoder=encoder, tokenizer=tokenizer)
-
-
-# TextClassifier's attribute -> Built's field
-EXPOSED = {"module_": "module", "encoder_": "encoder", "tokenizer_": "tokenizer", "prompt_": "prompt",
-           "lora_": "lora", "model_spec_": "spec", "saved_": "saved", "runtime_": "runtime",
-           "param_counts_": "param_counts", "started_from_": "started_from"}
 
 
 def build(clf, weights: dict | None = None, texts: list | None = None, restored: dict | None = None,

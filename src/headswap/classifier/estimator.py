@@ -23,17 +23,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from headswap import settings
 from headswap.classifier import persist
-from headswap.classifier import reject_option as oos
-from headswap.classifier.build import EXPOSED, Built, build
+from headswap.classifier.attributes import FittedAttributes
+from headswap.classifier.build import Built, build
 from headswap.classifier.fit_data import read_fit_data
-from headswap.classifier.fitted import Fitted, expose, held
+from headswap.classifier.fitted import Fitted
 from headswap.classifier.init_from import Parent
+from headswap.classifier.reject_option import RejectOption, Settings
 from headswap.data.load import from_lists
-from headswap.decisions.postprocess import Balance, Reject, Temperature, Thresholds, oos_column
+from headswap.decisions.postprocess import Balance, Temperature, Thresholds, oos_column
 from headswap.decisions.targets import SingleLabel, check_known, targets_for
 from headswap.errors import ConfigError, HeadswapError
 from headswap.metrics import Metrics
-from headswap.nn.inference import body_key, per_text, window_owners
+from headswap.nn.inference import body_key, per_text, pooled_features, window_owners
 from headswap.quiet import stderr_line, tqdm_write
 from headswap.saved import model_dir
 from headswap.strategies import get
@@ -46,22 +47,13 @@ from headswap.train.regimes import count_parameters
 log = logging.getLogger(__name__)
 
 
-def _built_attributes(cls):
-    """Class decorator: module_, encoder_, ... (headswap.classifier.build.EXPOSED) as read-write attributes kept in
-    the instance's built_."""
-    for name, key in EXPOSED.items():
-        setattr(cls, name, held("built_", name[:-1], key))
-    return cls
-
-
-@expose   # labels_, classes_, temperature_, history_, ...: the fields of headswap.classifier.fitted.Fitted, in fitted_
-@_built_attributes    # module_, encoder_, tokenizer_, ...: what was built (headswap.classifier.build.Built), in built_
-class TextClassifier(ClassifierMixin, BaseEstimator):
+class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
     """Train, use, save and reload a text classifier built from a small pretrained model.
 
     Settings (headswap.settings): strategy, model, regime (auto: the strategy's default), pooling, head,
     epochs (0 runs a zero-shot strategy untrained), learning rates, LoRA, ... checkpoint_dir: write a
     checkpoint there after every epoch; resume=True continues from it when it holds a complete one.
+    Fitted attributes (labels_, classes_, history_, module_, ...): headswap.classifier.attributes.
     """
 
     def __init__(self, **params):
@@ -111,31 +103,27 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         check_positions(self.model, self.max_length)
         return params
 
-    def __getattr__(self, name: str):
-        """What the strategy derived at build time, by its saved key: answer_token_ids_, prompt_language_, ..."""
-        built = self.__dict__.get("built_")
-        if built is not None and name.endswith("_") and name[:-1] in built.saved:
-            return built.saved[name[:-1]]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     # ---- building the module (headswap.classifier.build) -------------------------------------------------
     def _build(self, weights: dict | None = None, texts: list | None = None, restored: dict | None = None,
                start=None) -> Built:
         """The strategy's module on the base model, for fitted_'s labels: for training on `texts` (from `start`: a
-        parent model or fitted heads), or with a saved model's `weights` and config (`restored`). Without a start, a
-        training build starts from start_heads_ when set (auto's fitted frozen heads, best first): this fit's alone."""
-        if start is None and texts is not None:
-            start = vars(self).pop("start_heads_", None)
+        parent model or fitted heads [(name, state dict)], best first), or with a saved model's `weights` and config
+        (`restored`)."""
         self.built_ = build(self, weights, texts, restored, start)
         return self.built_
 
+    def restore(self, weights: dict, config: dict) -> Built:
+        """The module of a saved model, from its `weights` and `config` (headswap.classifier.persist.load)."""
+        return self._build(weights=weights, restored=config)
+
     # ---- training ----------------------------------------------------------------------------------
     def fit(self, X, y=None, eval_texts=None, eval_labels=None, descriptions=None, *, soft_labels=None,
-            labels=None, init_from=None):
+            labels=None, init_from=None, start_heads=None):
         """Train on texts X with labels y; validation data (given, or eval_fraction of X) picks the best epoch.
 
         init_from: a saved model's directory or a fitted TextClassifier to train on from
-        (headswap.classifier.init_from).
+        (headswap.classifier.init_from). start_heads: heads fitted on this body's frozen features, [(name, state
+        dict)] best first (auto's frozen rungs): the module starts from the first whose parameters fit its head.
 
         Or, single-label only, on soft_labels: an (N, K) matrix of probabilities over the class names `labels`
         (a teacher's predict_proba; headswap.jobs.distill), with the cross-entropy to them as the loss. The classes
@@ -150,13 +138,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         self._start_fitted(data, parent)
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
-        self._build(texts=data.train.texts, start=parent)
+        self._build(texts=data.train.texts, start=parent if parent is not None else start_heads)
         self.build_seconds_ = time.perf_counter() - t0
         if self.epochs == 0:
             self.trainable_params_ = 0
             if data.val is not None:     # nothing trains, but given validation data still calibrates
-                if oos.wants_statistics(self):
-                    oos.fit_statistics(self, data.train.texts, data.train.labels)
+                if Settings.of(self).wants_statistics(self.strategy_.pooled_features):
+                    self.reject_step_.fit_statistics_on_texts(self, data.train.texts, data.train.labels, data.labels,
+                                                              self.seed)
                 y_val = data.y_val(self.target_)
                 self._calibrate(self._validation_logits(*self._item_logits(data.val.texts), y_val), y_val,
                                 oos_texts=data.val_outside, texts=data.val.texts)
@@ -174,13 +163,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                               temperature_step=Temperature(target=target), balance_step=Balance(target=target),
                               thresholds_step=Thresholds([0.5] * len(data.labels) if target.multi_label else None,
                                                          target),
-                              reject_step=Reject(oos_column(data.labels, self.out_of_scope)),
+                              reject_step=RejectOption(oos_column(data.labels, self.out_of_scope)),
                               parent=parent.record(data.labels) if parent is not None else None)
         # Chunked texts' window logits are aggregated as set; 'auto' starts as mean (what validation during
         # training scores) and is chosen on the validation data once training is done (_validation_logits).
         self.chunk_aggregate_ = None if self.chunk_stride is None else (
             "mean" if self.chunk_aggregate == "auto" else self.chunk_aggregate)
-        oos.check_reject_data(self, data.val, data.val_outside)
+        self.notes_.extend(self.reject_step_.check_data(Settings.of(self), data.labels, data.val, data.val_outside))
 
     def _train(self, data, params) -> None:
         """Train the built module on data.train, keeping the epoch that validates best; then calibrate."""
@@ -238,8 +227,10 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             logits = result.best_eval_logits
             if logits is None:   # the kept epoch was scored before a resume
                 logits = predict_logits(module, val_items, collate, self.eval_batch_size)
-            if oos.wants_statistics(self):    # on the kept epoch's features: cached ones when the body was frozen
-                oos.fit_statistics(self, train_items, item_targets)
+            if Settings.of(self).wants_statistics(self.strategy_.pooled_features):    # on the kept epoch's features
+                self.reject_step_.fit_statistics(pooled_features(self.module_, train_items, self.encoder_.collate,
+                                                                 self.eval_batch_size, self.progress), item_targets,
+                                                 seed=self.seed)
             logits = self._validation_logits(windows, logits, y_val)
             self._calibrate(logits, y_val, oos_texts=data.val_outside, texts=data.val.texts)
             # what predict_proba gives the validation texts, free here: auto blends candidates on it, and checks
@@ -286,50 +277,65 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """Fit the post-processing steps in order on validation logits (of `texts`): the temperature (when
         fit_temperature, default the temperature_scaling setting), the decision thresholds on the calibrated
         probabilities, and with out_of_scope set, the reject option (on these texts and the out-of-scope
-        `oos_texts`; headswap.classifier.reject_option)."""
+        `oos_texts`; headswap.classifier.reject_option.RejectOption)."""
         # float32, as predict_proba's logits are: the steps fit on the values they will be applied to
         logits = np.asarray(logits, dtype=np.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
             self.temperature_step_.fit(logits, y)
         self.thresholds_step_.fit(self.temperature_step_.apply(logits), y)
         if self.out_of_scope is not None:
-            oos.tune(self, logits, y, texts, oos_texts)
+            self.notes_.extend(self.reject_step_.tune(self, Settings.of(self), logits, y, texts, oos_texts))
 
     def calibrate(self, X, y) -> "TextClassifier":
         """Fit the temperature that predict_proba uses (and, for multi-label data, the decision thresholds; with
         out_of_scope, the reject threshold) on labelled texts held out from training. fit() does this on its
         validation data."""
-        self._check_fitted()
-        data, outside = oos.without_outside(self, self.target_.read(X, y, "calibration data"))
+        self.check_fitted()
+        data, outside = self.reject_step_.set_apart(self.target_.read(X, y, "calibration data"), self.out_of_scope)
         check_known(self.target_, data.labels, self.labels_, "calibration")
-        oos.check_reject_data(self, data, outside)
+        self.notes_.extend(self.reject_step_.check_data(Settings.of(self), self.labels_, data, outside))
         self._calibrate(self.decision_function(data.texts), self.target_.encode(data.labels, self.labels_),
                         fit_temperature=True, oos_texts=outside, texts=data.texts)
         return self
 
-    # ---- the reject option (headswap.classifier.reject_option) -----------------------------------------
-    @property
-    def oos_index_(self) -> int | None:
-        """The logit column of an out-of-scope class learned from the training data, if there is one."""
-        return self.reject_step_.oos_index
-
     # ---- inference ---------------------------------------------------------------------------------
-    def _check_fitted(self):
+    def check_fitted(self) -> None:
+        """Raise HeadswapError when there is nothing to predict with yet."""
         if not hasattr(self, "module_"):
             raise HeadswapError("this TextClassifier is not fitted yet: call fit() or TextClassifier.load()")
 
-    def _item_logits(self, texts) -> tuple[list, np.ndarray]:
-        """The encoded items of `texts` (windows, for a chunking model) and their logits, on any runtime."""
+    def _item_logits(self, texts, features: bool = False) -> tuple[list, np.ndarray]:
+        """The encoded items of `texts` (windows when chunking) and their logits (and features), on any runtime."""
         items = self.encoder_.encode(texts)
         self.encoder_.report_truncation(len(texts))
         self.module_.start_predict()
-        return items, self.module_.logits(items, self.encoder_.collate, self.eval_batch_size, self.progress)
+        run = self.module_.logits_and_features if features else self.module_.logits
+        return items, run(items, self.encoder_.collate, self.eval_batch_size, self.progress)
 
     def decision_function(self, X) -> np.ndarray:
         """Raw (N, K) class logits, one row per text in input order (a chunked text's windows aggregated)."""
-        self._check_fitted()
+        self.check_fitted()
         items, logits = self._item_logits(from_lists(X, None, "prediction input").texts)
         return per_text(logits, items, self.chunk_aggregate_)
+
+    def logits_and_features(self, X, features: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """((N, K) logits, (N, D) pooled features or None) of texts X from one pass of the model, a chunked text's
+        windows aggregated (logits as decision_function does, features by their mean). Features only when asked
+        for and the strategy has them."""
+        self.check_fitted()
+        texts = from_lists(X, None, "prediction input").texts
+        if not (features and self.strategy_.pooled_features):
+            return self.decision_function(texts), None
+        items, (logits, feats) = self._item_logits(texts, features=True)
+        return per_text(logits, items, self.chunk_aggregate_), per_text(feats, items, "mean")
+
+    def predict_scored(self, X) -> tuple[np.ndarray, np.ndarray | None]:
+        """(predict_proba's (N, K) probabilities, each text's out-of-scope score or None): what decide() needs when
+        the model rejects by a score other than softmax; None for softmax (the probabilities are enough)."""
+        self.check_fitted()
+        if self.out_of_scope is None:
+            return self.predict_proba(X), None
+        return self.reject_step_.scored(self, X)
 
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) probabilities: softmax of the logits divided by the fitted temperature, if any; for multi-label
@@ -341,20 +347,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         """The class of each text (an array like classes_; out_of_scope where the model rejects the text); for
         multi-label data, a list with a tuple of labels per text (possibly empty: no label reached its
         threshold)."""
-        self._check_fitted()   # before classes_ is read
+        self.check_fitted()   # before classes_ is read
         if self.out_of_scope is not None:
-            return self.decide(*oos.predict_scored(self, X))
+            return self.decide(*self.predict_scored(X))
         return self.decide(self.temperature_step_.apply(self.decision_function(X)))
 
     def decide(self, probs: np.ndarray, oos_score=None):
         """From predict_proba's output, the decisions predict() makes: for multi-label models a tuple per text
         of the labels whose probability reaches their threshold; with out_of_scope, that label for the texts
         the reject option turns away (a model that rejects by another score than softmax also needs each text's
-        score: headswap.classifier.reject_option.predict_scored gives both)."""
+        score: predict_scored gives both)."""
         out = self.thresholds_step_.decide(self.balance_step_.adjust(probs), self.classes_)
         if self.out_of_scope is None:
             return out
-        return self.reject_step_.decide(out, probs, oos_score, oos.reject_value(self))
+        value = self.reject_step_.value(self.classes_, self.out_of_scope)   # what predict answers for a rejected text
+        return self.reject_step_.decide(out, probs, oos_score, value)
 
     def suggest(self, X, n: int, exclude=None, strategy: str = "margin-kmeans", seed: int = 0):
         """The n texts of X worth labelling next, never one of `exclude` nor a text twice
@@ -376,14 +383,14 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     def evaluate(self, X, y) -> Metrics:
         """Metrics on labelled texts; extra holds timing, throughput, parameter counts and calibration."""
-        self._check_fitted()
+        self.check_fitted()
         target, labels = self.target_, list(self.labels_)
-        data, oos_texts = oos.without_outside(self, target.read(X, y, "evaluation data"))
+        data, oos_texts = self.reject_step_.set_apart(target.read(X, y, "evaluation data"), self.out_of_scope)
         check_known(target, data.labels, labels, "evaluation")
         oos_texts = oos_texts or []
         t0 = time.perf_counter()
-        all_logits, feats = oos.infer(self, data.texts + oos_texts, features=self.out_of_scope is not None
-                                      and self.oos_statistics_ is not None)
+        all_logits, feats = self.logits_and_features(data.texts + oos_texts, features=self.out_of_scope is not None
+                                                     and self.oos_statistics_ is not None)
         seconds = time.perf_counter() - t0
         logits, y_in = all_logits[: len(data)], target.encode(data.labels, labels)
         m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_,
@@ -392,17 +399,19 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=n / seconds if seconds else 0.0)
         m.extra["calibration"] = cal
         if self.out_of_scope is not None:
-            m.extra["out_of_scope"] = oos.block(self, all_logits, feats, y_in, len(oos_texts))
+            m.extra["out_of_scope"] = self.reject_step_.block(self.temperature_step_.apply(all_logits), all_logits,
+                                                              feats, y_in, len(oos_texts), self.out_of_scope)
         m.extra.update(self.strategy_.extra_metrics(self.module_, len(labels)))
         return m
 
     def summary(self) -> dict:
-        self._check_fitted()
+        self.check_fitted()
         return {"strategy": self.strategy, "model": self.model, "regime": self.regime_,
-                **(self.param_counts_ or self._param_counts()), "runtime": self.runtime_,
+                **(self.param_counts_ or self.count_params()), "runtime": self.runtime_,
                 "train_seconds": self.train_seconds_}
 
-    def _param_counts(self) -> dict:
+    def count_params(self) -> dict:
+        """{trainable_params, total_params} of the module as it is now."""
         return {"trainable_params": count_parameters(self.module_) if self.epochs else 0,
                 "total_params": count_parameters(self.module_, trainable_only=False)}
 

@@ -2,18 +2,20 @@
 
 TextClassifier exposes each field with scikit-learn's trailing underscore (labels_, classes_, history_, ...),
 and the post-processing steps' state (headswap.decisions.postprocess) under the names it always had (temperature_,
-thresholds_, reject_threshold_, oos_score_, oos_statistics_). The saved keys of headswap_config.json are those
-of the first saved format: a directory written by any earlier version loads unchanged (tests/fixtures/format1).
+thresholds_, reject_threshold_, oos_score_, oos_statistics_): headswap.classifier.attributes declares them. The
+saved keys of headswap_config.json are those of the first saved format: a directory written by any earlier version
+loads unchanged (tests/fixtures/format1).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from headswap.decisions.postprocess import Balance, Reject, Temperature, Thresholds, oos_column
+from headswap.classifier.reject_option import RejectOption
+from headswap.decisions.postprocess import Balance, Temperature, Thresholds, oos_column
 from headswap.saved.model_dir import CONFIG_FILE, label_classes
 
 
@@ -27,7 +29,7 @@ class Fitted:
     temperature_step: Temperature = field(default_factory=Temperature)
     balance_step: Balance = field(default_factory=Balance)
     thresholds_step: Thresholds = field(default_factory=Thresholds)
-    reject_step: Reject = field(default_factory=Reject)
+    reject_step: RejectOption = field(default_factory=RejectOption)
     history: list[dict] = field(default_factory=list)   # one entry per epoch: loss, validation metrics
     best_epoch: int | None = None
     train_seconds: float = 0.0
@@ -81,42 +83,9 @@ class Fitted:
                    temperature_step=Temperature.load(path, config, target),
                    balance_step=Balance.load(path, config, target),
                    thresholds_step=Thresholds.load(path, config, target),
-                   reject_step=Reject.load(path, config, oos_column(labels, config["params"].get("out_of_scope"))),
+                   reject_step=RejectOption.load(path, config, oos_column(labels, config["params"].get("out_of_scope"))),
                    history=config.get("history") or [], train_seconds=config.get("train_seconds") or 0.0,
                    body_tuning=config.get("body_tuning"), evaluation=config.get("evaluation"),
                    chunk_aggregate=config.get("chunk_aggregate"), distillation=config.get("distillation"),
                    parent=config.get("parent"))
 
-
-# The steps' state under the attribute names it had before there were steps: (step, its field).
-STEP_STATE = {"temperature": ("temperature_step", "temperature"), "balance": ("balance_step", "balance"),
-              "thresholds": ("thresholds_step", "thresholds"),
-              "reject_threshold": ("reject_step", "threshold"), "oos_score": ("reject_step", "entry"),
-              "oos_statistics": ("reject_step", "statistics")}
-
-
-def held(holder: str, name: str, *path: str) -> property:
-    """A read-write attribute (name_) of an estimator, kept in the object the instance holds as `holder` (fitted_,
-    built_), at `path` (attribute names) inside it; an unfitted estimator has none of them (hasattr is False), as
-    scikit-learn expects."""
-    def owner(self):
-        obj = self.__dict__.get(holder) or _unfitted(name)
-        for step in path[:-1]:
-            obj = getattr(obj, step)
-        return obj
-    return property(lambda self: getattr(owner(self), path[-1]),
-                    lambda self, value: setattr(owner(self), path[-1], value))
-
-
-def expose(cls):
-    """Class decorator: each Fitted field F, and each name N of STEP_STATE, as a read-write attribute F_ (N_)
-    of cls, kept in cls's fitted_."""
-    for f in fields(Fitted):
-        setattr(cls, f.name + "_", held("fitted_", f.name, f.name))
-    for name, (step, key) in STEP_STATE.items():
-        setattr(cls, name + "_", held("fitted_", name, step, key))
-    return cls
-
-
-def _unfitted(name: str):
-    raise AttributeError(f"{name}_: not fitted yet")

@@ -86,7 +86,7 @@ class Parent:
 
     @classmethod
     def _of_classifier(cls, clf) -> "Parent":
-        clf._check_fitted()
+        clf.check_fitted()
         if not clf.module_.saves_torch_weights:
             raise HeadswapError(f"init_from: this classifier runs on {clf.runtime_}; load it with runtime='torch'")
         if clf.strategy == "static":

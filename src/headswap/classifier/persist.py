@@ -2,7 +2,8 @@
 whose post-processing steps save their own state) and what was built (headswap.classifier.build.Built: the module,
 whose trained weights headswap.saved.model_dir writes, and its part of the config).
 
-The classifier's save() and load() call these.
+The classifier's save() and load() call these; they read and build it through its public methods and attributes
+(check_fitted, restore, count_params).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from headswap.saved import model_dir
 
 def save(clf, path: Path) -> Path:
     from headswap.saved.outputs import check_save
-    clf._check_fitted()
+    clf.check_fitted()
     check_save(path)
     if not clf.module_.saves_torch_weights:
         raise HeadswapError(f"this classifier runs on {clf.runtime_}; save() writes torch weights: load it with "
@@ -58,7 +59,7 @@ def load(cls, path: Path, progress: bool | None = None, runtime: str = "auto"):
     weights = model_dir.read_weights(path)
     torch.manual_seed(clf.seed)
     try:
-        clf._build(weights=weights, restored=config)
+        clf.restore(weights, config)
     except ConfigError as e:    # the saved settings cannot build a model (e.g. max_length edited)
         raise HeadswapError(f"{path / model_dir.CONFIG_FILE}: {e}") from None
     except model_dir.WeightsMismatch as e:   # e.g. labels edited: the head has another output size
@@ -66,6 +67,6 @@ def load(cls, path: Path, progress: bool | None = None, runtime: str = "auto"):
                             f"({len(clf.labels_)} labels, strategy {clf.strategy}, regime "
                             f"{config['params']['regime']}): {e}") from None
     if which == "torch-int8":
-        clf.built_.param_counts = clf._param_counts()
+        clf.built_.param_counts = clf.count_params()
         clf.built_.module, clf.built_.runtime = runtimes.quantize_torch(clf.module_), which
     return clf

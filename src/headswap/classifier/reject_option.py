@@ -1,51 +1,164 @@
-"""The reject option of a fitted TextClassifier, on any out-of-scope score (headswap.decisions.oos_scores).
+"""The reject option of a TextClassifier (headswap.classifier.estimator), on any out-of-scope score
+(headswap.decisions.oos_scores): RejectOption, a post-processing step that fits, decides, saves and loads as the
+others do (headswap.decisions.postprocess). Its arithmetic and saved state are the Reject step's; what it adds is
+the work on texts: the out-of-scope rows set apart, the statistics that mahalanobis and knn read fitted on training
+features, the score picked and its threshold tuned on validation texts, each text's score at prediction. It reads
+the classifier through Model (one pass of the model: logits and pooled features) and its settings (Settings).
 
-The step itself (its arithmetic, state and saving) is headswap.decisions.postprocess.Reject, the classifier's reject_step_;
-this module feeds it from the classifier: which rows are out of scope, the logits and pooled features of texts.
-fit_statistics() fits what mahalanobis and knn read on the training features; tune() has the step pick a score
-(reject_score, or auto: the best validation AUROC) and tune its threshold on the validation texts;
-predict_scored() gives what the step decides on; report() gives the threshold-free figures of every score and
-the decisions at the threshold on labelled texts that include out-of-scope rows.
-
-    from headswap.classifier import reject_option as oos
     clf = TextClassifier(out_of_scope="oos", reject_score="auto").fit(train_texts, train_labels, val_t, val_l)
-    oos.report(clf, test_texts, test_labels)    # {"score", "scores": {name: {auroc, fpr_at_95_tpr}}, ...}
+    clf.predict_scored(texts)                  # (probabilities, each text's score or None for softmax)
+    reject_option.report(clf, test_texts, test_labels)   # {"score", "scores": {name: {auroc, fpr_at_95_tpr}}, ...}
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from headswap.decisions import oos_scores, reject
-from headswap.errors import ConfigError, HeadswapError
 from headswap.decisions.oos_scores import FEATURE_SCORES
+from headswap.decisions.postprocess import Reject, Temperature
+from headswap.errors import ConfigError, HeadswapError
 
 log = logging.getLogger(__name__)
 
 
-def wants_statistics(clf) -> bool:
-    """Whether fitting `clf` should fit the feature scores' statistics: its reject score may be one of them."""
-    return (clf.out_of_scope is not None and clf.reject_score in ("auto",) + FEATURE_SCORES
-            and clf.strategy_.pooled_features)
+class Model(Protocol):
+    """What the reject option reads from its classifier: one pass of the model over texts, and its temperature."""
+
+    temperature_step_: Temperature
+
+    def logits_and_features(self, X, features: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """((N, K) logits, (N, D) pooled features or None) of the texts X."""
 
 
-def score_name(clf) -> str:
-    """The score `clf` rejects by (softmax for models tuned before there was a choice)."""
-    step = getattr(clf, "reject_step_", None)    # unfitted: softmax, and inference then says it is unfitted
-    return step.score_name if step is not None else "softmax"
+@dataclass(frozen=True)
+class Settings:
+    """The settings the reject option works by (headswap.settings): the out-of-scope label (None: no reject
+    option), the score to reject by (auto: the best validation AUROC), and the target its threshold is tuned for."""
+
+    label: str | None = None
+    score: str = "auto"
+    metric: str = "in_scope_accuracy"
+    target: float = 0.95
+
+    @classmethod
+    def of(cls, clf) -> "Settings":
+        """A TextClassifier's (its out_of_scope, reject_score, reject_metric and reject_target)."""
+        return cls(clf.out_of_scope, clf.reject_score, clf.reject_metric, clf.reject_target)
+
+    def wants_statistics(self, pooled_features: bool) -> bool:
+        """Whether fitting should fit the feature scores' statistics: the score may be one of them, and the
+        strategy has the pooled features they read."""
+        return self.label is not None and self.score in ("auto",) + FEATURE_SCORES and pooled_features
 
 
-# ---- which rows are out of scope ----------------------------------------------------------------------------
-def without_outside(clf, data):
-    """(data without its out-of-scope rows, their texts) when out_of_scope is a label that training never
-    saw as a class; otherwise (data, None)."""
-    from headswap.classifier.fit_data import set_apart
-    if data is None or clf.out_of_scope is None:
-        return data, None
-    return set_apart(data, clf.out_of_scope if clf.oos_index_ is None else None)
+@dataclass
+class RejectOption(Reject):
+    """The reject option as TextClassifier runs it on texts: the Reject step (its score, threshold and
+    statistics, saved and loaded as that step saves them) and the steps around it that read texts."""
+
+    # ---- which rows are out of scope ----------------------------------------------------------------------
+    def set_apart(self, data, label: str | None):
+        """(data without its out-of-scope rows, their texts) when `label` (out_of_scope) is no class the model
+        learned; otherwise (data, None)."""
+        from headswap.classifier.fit_data import set_apart
+        if data is None or label is None:
+            return data, None
+        return set_apart(data, label if self.oos_index is None else None)
+
+    def rows(self, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
+        """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
+        class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
+        y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
+        is_oos = y == self.oos_index if self.oos_index is not None else np.zeros(len(y), dtype=bool)
+        is_oos[len(y) - outside:] = True
+        return y, is_oos
+
+    def check_data(self, settings: Settings, labels, val, outside) -> list[str]:
+        """Before training: fail now, not after it, when the threshold cannot be tuned as asked on validation
+        data `val` and its out-of-scope texts `outside` (labels: the training data's classes). Returns the notes
+        a user should see in the model's notes."""
+        from headswap.data.once import warn_once
+        label, notes = settings.label, []
+        if label is None:
+            return notes
+        if self.oos_index is None and not outside:
+            note = unseen_label_note(label, list(labels) + list(val.labels if val else []))
+            if note:
+                warn_once(("unseen out of scope", label), note)
+        if val is None:
+            note = (f"out_of_scope {label!r}: no validation data, so no reject threshold is tuned"
+                    + (" (the out-of-scope class still rejects)" if self.oos_index is not None else ""))
+            log.warning(note)
+            notes.append(note)
+        elif settings.metric == "oos_recall":
+            n = len(outside or ()) + list(val.labels).count(label)
+            if not n:
+                raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {label!r}) in the "
+                                  f"validation data, and it has none")
+            note = few_out_of_scope_note(label, n, settings.target)
+            if note:
+                warn_once(("few out of scope", label, n), note)
+                notes.append(note)
+        return notes
+
+    # ---- fitting ----------------------------------------------------------------------------------------
+    def fit_statistics_on_texts(self, model: Model, texts, labels, classes: list[str], seed: int = 0) -> None:
+        """Fit the feature scores' statistics on training texts and their labels (classes: the logit order)."""
+        feats = model.logits_and_features(list(texts))[1]
+        if feats is None:
+            raise HeadswapError("this model's strategy has no pooled features per text for the mahalanobis and knn "
+                                "scores")
+        y = np.array([classes.index(str(lab)) if str(lab) in classes else -1 for lab in labels])
+        self.fit_statistics(feats, y, seed=seed)
+
+    def tune(self, model: Model, settings: Settings, logits, y, texts, outside) -> list[str]:
+        """On the validation data (in-scope `texts` with class indices y and their logits, plus the `outside`
+        texts of an out-of-scope label the model never learned): pick the score and tune its threshold. Returns
+        the notes a user should see."""
+        if settings.score in FEATURE_SCORES and self.statistics is None:
+            raise HeadswapError(f"reject_score {settings.score!r} needs out-of-scope statistics fitted on the "
+                                f"training features; fit them first with headswap.classifier.reject_option.refit")
+        logits = np.asarray(logits)
+        feats = model.logits_and_features(texts)[1] if self.statistics is not None and texts is not None else None
+        if outside:
+            more_logits, more_feats = model.logits_and_features(outside, features=feats is not None)
+            logits = np.concatenate([logits, more_logits])
+            feats = None if feats is None else np.concatenate([feats, more_feats])
+        y, is_oos = self.rows(y, len(outside or []))
+        return self.fit(model.temperature_step_.apply(logits), logits, feats, y, is_oos, settings.score,
+                        settings.metric, settings.target)
+
+    # ---- deciding -----------------------------------------------------------------------------------------
+    def scored(self, model: Model, X) -> tuple[np.ndarray, np.ndarray | None]:
+        """(predict_proba's (N, K) probabilities, each text's score, or None when it rejects by softmax: the
+        probabilities are enough)."""
+        name = self.score_name
+        logits, feats = model.logits_and_features(X, features=name in FEATURE_SCORES)
+        probs = model.temperature_step_.apply(logits).astype(np.float32)
+        if name == "softmax":
+            return probs, None
+        return probs, self.scores(probs, logits, feats, [name])[name]
+
+    def value(self, classes: np.ndarray, label: str):
+        """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
+        integer when the classes are integers and it reads as one)."""
+        if self.oos_index is not None:
+            return classes[self.oos_index]
+        if classes.dtype.kind in "iu" and label.lstrip("-").isdigit():
+            return int(label)
+        return label
+
+    def block(self, probs, logits, feats, y_in, n_outside: int, label: str) -> dict:
+        """Metrics.extra["out_of_scope"] on rows that are in-scope texts (class indices y_in) followed by
+        n_outside texts of an out-of-scope label the model never learned: Reject.report's figures, and the label."""
+        y, is_oos = self.rows(y_in, n_outside)
+        return {"label": label, **self.report(probs, logits, feats, y, is_oos)}
 
 
 def unseen_label_note(out_of_scope, labels) -> str | None:
@@ -77,94 +190,17 @@ def few_out_of_scope_note(out_of_scope, n: int, target: float) -> str | None:
             f"on so few, so new texts may fall well short of it; more out-of-scope validation texts set it surely")
 
 
-def check_reject_data(clf, val, oos_texts) -> None:
-    """Before training: fail now, not after it, when the reject threshold cannot be tuned as asked."""
-    if clf.out_of_scope is None:
-        return
-    if clf.oos_index_ is None and not oos_texts:
-        from headswap.data.once import warn_once
-        note = unseen_label_note(clf.out_of_scope, list(clf.fitted_.labels) + list(val.labels if val else []))
-        if note:
-            warn_once(("unseen out of scope", clf.out_of_scope), note)
-    if val is None:
-        note = (f"out_of_scope {clf.out_of_scope!r}: no validation data, so no reject threshold is tuned"
-                + (" (the out-of-scope class still rejects)" if clf.oos_index_ is not None else ""))
-        log.warning(note)
-        clf.notes_.append(note)
-    elif clf.reject_metric == "oos_recall":
-        n = len(oos_texts or ()) + list(val.labels).count(clf.out_of_scope)
-        if not n:
-            raise ConfigError(f"reject_metric oos_recall needs out-of-scope texts (label {clf.out_of_scope!r}) in "
-                              f"the validation data, and it has none")
-        note = few_out_of_scope_note(clf.out_of_scope, n, clf.reject_target)
-        if note:
-            from headswap.data.once import warn_once
-            warn_once(("few out of scope", clf.out_of_scope, n), note)
-            clf.notes_.append(note)
-
-
-def reject_rows(clf, y_in, outside: int) -> tuple[np.ndarray, np.ndarray]:
-    """(class index, is out of scope) of rows that are the in-scope rows' class indices y_in (the out-of-scope
-    class, if learned, counts as out of scope) followed by `outside` rows whose label is no class (index -1)."""
-    y = np.concatenate([np.asarray(y_in, dtype=np.int64), np.full(outside, -1)])
-    is_oos = y == clf.oos_index_ if clf.oos_index_ is not None else np.zeros(len(y), dtype=bool)
-    is_oos[len(y) - outside:] = True
-    return y, is_oos
-
-
-def reject_value(clf):
-    """What predict answers for a rejected text: the out-of-scope class's value, or the label itself (an
-    integer when the classes are integers and it reads as one)."""
-    if clf.oos_index_ is not None:
-        return clf.classes_[clf.oos_index_]
-    if clf.classes_.dtype.kind in "iu" and clf.out_of_scope.lstrip("-").isdigit():
-        return int(clf.out_of_scope)
-    return clf.out_of_scope
-
-
-
-# ---- inference ----------------------------------------------------------------------------------------------
-def infer(clf, texts, features: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    """((N, K) logits, (N, D) pooled features or None) of `texts` from one pass of the model, a chunked text's
-    windows aggregated (logits as the model does, features by their mean). Features only when asked for and
-    the model has them."""
-    from headswap.data.load import from_lists
-    from headswap.nn.inference import per_text
-    clf._check_fitted()
-    texts = from_lists(texts, None, "prediction input").texts
-    if not (features and clf.strategy_.pooled_features):
-        return clf.decision_function(texts), None
-    items = clf.encoder_.encode(texts)
-    clf.encoder_.report_truncation(len(texts))
-    clf.module_.start_predict()
-    logits, feats = clf.module_.logits_and_features(items, clf.encoder_.collate, clf.eval_batch_size, clf.progress)
-    return per_text(logits, items, clf.chunk_aggregate_), per_text(feats, items, "mean")
-
-
-def compute_all(clf, logits, feats, names=None) -> dict[str, np.ndarray]:
-    """{score: (N,) values} of `names` (default: every score `clf` can compute from these)."""
-    return clf.reject_step_.scores(clf.temperature_step_.apply(np.asarray(logits)), logits, feats, names)
-
-
-def predict_scored(clf, X) -> tuple[np.ndarray, np.ndarray | None]:
-    """(predict_proba's (N, K) probabilities, each text's out-of-scope score or None): what decide() needs when the
-    model rejects by a score other than softmax; None for softmax (the probabilities are enough)."""
-    name = score_name(clf)
-    logits, feats = infer(clf, X, features=name in FEATURE_SCORES)
-    probs = clf.temperature_step_.apply(logits).astype(np.float32)
-    if clf.out_of_scope is None or name == "softmax":
-        return probs, None
-    return probs, compute_all(clf, logits, feats, [name])[name]
-
-
+# ---- on a fitted classifier, through its public methods -------------------------------------------------------
 def scored_proba(clf):
     """A function texts -> (N, K) probabilities, with the out-of-scope score as an extra last column when the
-    model needs one to decide (split it off with split_scored): one array that batching can slice by rows."""
-    if getattr(clf, "out_of_scope", None) is None or not hasattr(clf, "oos_score_") or score_name(clf) == "softmax":
+    model needs one to decide (split it off with split_scored): one array that batching can slice by rows. Any
+    model: one without a reject option by a score (TF-IDF, a blend) gives its predict_proba."""
+    if (getattr(clf, "out_of_scope", None) is None or not hasattr(clf, "oos_score_")
+            or clf.reject_step_.score_name == "softmax"):
         return clf.predict_proba
 
     def run(texts):
-        probs, score = predict_scored(clf, texts)
+        probs, score = clf.predict_scored(texts)
         return np.column_stack([probs, score.astype(np.float32)])
     return run
 
@@ -177,46 +213,6 @@ def split_scored(clf, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return rows, None
 
 
-# ---- fitting ------------------------------------------------------------------------------------------------
-def fit_statistics(clf, items_or_texts, y) -> None:
-    """Fit the reject step's statistics (clf.oos_statistics_) on training data: encoded items (or cached
-    {"features": ...} items) with their class indices y, or texts with their labels."""
-    from headswap.nn.inference import compute_features
-    if items_or_texts and isinstance(items_or_texts[0], str):
-        feats = infer(clf, list(items_or_texts))[1]
-        y = np.array([clf.labels_.index(str(lab)) if str(lab) in clf.labels_ else -1 for lab in y])
-    elif items_or_texts and "features" in items_or_texts[0]:
-        feats = np.stack([np.asarray(it["features"]) for it in items_or_texts])
-    else:
-        feats = compute_features(clf.module_, items_or_texts, clf.encoder_.collate, clf.eval_batch_size,
-                                 clf.progress, "out-of-scope statistics").numpy()
-    if feats is None:
-        raise HeadswapError(f"strategy {clf.strategy!r} has no pooled features per text for the mahalanobis and knn "
-                            f"scores")
-    clf.reject_step_.fit_statistics(feats, y, seed=clf.seed)
-
-
-def tune(clf, logits, y, texts, oos_texts) -> None:
-    """On the validation data (in-scope `texts` with class indices y and their logits, plus the `oos_texts` of
-    an out_of_scope label the model never learned): pick the score and tune its threshold (reject_metric,
-    reject_target). Sets clf.oos_score_ (and reject_threshold_ for softmax, as models before the choice saved)."""
-    stats = clf.oos_statistics_
-    asked = clf.reject_score
-    if asked in FEATURE_SCORES and stats is None:
-        raise HeadswapError(f"reject_score {asked!r} needs out-of-scope statistics fitted on the training features; "
-                            f"fit them first with headswap.classifier.reject_option.fit_statistics(clf, train_texts, "
-                            f"train_labels)")
-    logits = np.asarray(logits)
-    feats = infer(clf, texts)[1] if stats is not None and texts is not None else None
-    if oos_texts:
-        more_logits, more_feats = infer(clf, oos_texts, features=feats is not None)
-        logits = np.concatenate([logits, more_logits])
-        feats = None if feats is None else np.concatenate([feats, more_feats])
-    y, is_oos = reject_rows(clf, y, len(oos_texts or []))
-    clf.notes_.extend(clf.reject_step_.fit(clf.temperature_step_.apply(logits), logits, feats, y, is_oos, asked,
-                                           clf.reject_metric, clf.reject_target))
-
-
 def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: str | None = None) -> None:
     """Fit the statistics on training texts and tune the reject option on validation texts (that may include
     out-of-scope rows), e.g. to compare scores on a classifier fitted before. reject_score overrides clf's."""
@@ -224,35 +220,30 @@ def refit(clf, train_texts, train_labels, val_texts, val_labels, reject_score: s
     if reject_score is not None:
         clf.set_params(reject_score=reject_score)
         clf.resolved_params()
+    step = clf.reject_step_
     if clf.strategy_.pooled_features:
-        fit_statistics(clf, list(train_texts), list(train_labels))
-    data, outside = without_outside(clf, clf.target_.read(val_texts, val_labels, "validation data"))
+        step.fit_statistics_on_texts(clf, train_texts, train_labels, list(clf.labels_), seed=clf.seed)
+    data, outside = step.set_apart(clf.target_.read(val_texts, val_labels, "validation data"), clf.out_of_scope)
     check_known(clf.target_, data.labels, clf.labels_, "validation")
     y = clf.target_.encode(data.labels, clf.labels_)
-    tune(clf, clf.decision_function(data.texts), y, data.texts, outside)
-
-
-# ---- figures ------------------------------------------------------------------------------------------------
-def block(clf, logits, feats, y_in, n_outside: int) -> dict:
-    """Metrics.extra["out_of_scope"]: the decisions at the tuned threshold (headswap.decisions.reject.scores) and without it,
-    and every computable score's AUROC and FPR@95TPR, on rows that are in-scope texts (class indices y_in)
-    followed by n_outside texts of an out_of_scope label the model never learned."""
-    y, is_oos = reject_rows(clf, y_in, n_outside)
-    probs = clf.temperature_step_.apply(np.asarray(logits))
-    return {"label": clf.out_of_scope, **clf.reject_step_.report(probs, logits, feats, y, is_oos)}
+    clf.notes_.extend(step.tune(clf, Settings.of(clf), clf.decision_function(data.texts), y, data.texts,
+                                outside))
 
 
 def report(clf, texts, labels) -> dict:
     """The out-of-scope figures of a fitted classifier on labelled texts that include out-of-scope rows: score,
     threshold, in_scope_accuracy, in_scope_accuracy_without_threshold, oos_recall, oos_precision, oos_f1, rejected,
-    scores: {name: {"auroc", "fpr_at_95_tpr"}} (see headswap.decisions.oos_scores) and distribution: {name: histogram of the
-    in-scope and out-of-scope texts' values} (headswap.decisions.oos_scores.histogram)."""
-    data, outside = without_outside(clf, clf.target_.read(texts, labels, "evaluation data"))
+    scores: {name: {"auroc", "fpr_at_95_tpr"}} (see headswap.decisions.oos_scores) and distribution: {name: histogram
+    of the in-scope and out-of-scope texts' values} (headswap.decisions.oos_scores.histogram)."""
+    step = clf.reject_step_
+    data, outside = step.set_apart(clf.target_.read(texts, labels, "evaluation data"), clf.out_of_scope)
     outside = outside or []
-    logits, feats = infer(clf, data.texts + outside, features=clf.oos_statistics_ is not None)
-    return block(clf, logits, feats, clf.target_.encode(data.labels, clf.labels_), len(outside))
+    logits, feats = clf.logits_and_features(data.texts + outside, features=clf.oos_statistics_ is not None)
+    return step.block(clf.temperature_step_.apply(np.asarray(logits)), logits, feats,
+                      clf.target_.encode(data.labels, clf.labels_), len(outside), clf.out_of_scope)
 
 
+# ---- figures ------------------------------------------------------------------------------------------------
 def describe_scores(block: dict) -> str:
     """One line: each score's AUROC and FPR@95TPR, the one in use marked."""
     return "; ".join(f"{n}{'*' if n == block.get('score') else ''} AUROC {f['auroc']:.4f}, FPR@95TPR "

@@ -6,8 +6,8 @@
     picks.rows[:3]             # [{"rank", "row", "text", "predicted_label", "confidence", "margin", "why"}, ...]
     picks.write("to-label")    # to_label.csv, label_studio.json, label_studio_config.xml, suggest.json
 
-Everything comes from one pass of the model over the pool (headswap.classifier.reject_option.infer: the logits and the pooled
-features the head reads), turned into calibrated probabilities as predict_proba does. Strategies (select()):
+Everything comes from one pass of the model over the pool (TextClassifier.logits_and_features: the logits and the
+pooled features the head reads), turned into calibrated probabilities as predict_proba does. Strategies (select()):
 
 * ``margin`` (breaking ties): the texts whose two most probable classes are closest.
 * ``entropy``: the texts with the largest prediction entropy.
@@ -186,8 +186,7 @@ def suggest(model, texts, n: int, exclude=None, strategy: str = DEFAULT, seed: i
 def scores(model, texts: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """((N, K) probabilities as predict_proba gives them, (N, D) pooled features or None), from one pass."""
     if hasattr(model, "encoder_") and hasattr(model, "temperature_step_"):     # a fitted TextClassifier
-        from headswap.classifier import reject_option as oos
-        logits, feats = oos.infer(model, texts)
+        logits, feats = model.logits_and_features(texts)
         return model.temperature_step_.apply(logits).astype(np.float64), feats
     return np.asarray(model.predict_proba(texts), dtype=np.float64), None
 

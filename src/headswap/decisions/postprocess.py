@@ -180,7 +180,7 @@ class Reject:
         if score is None:
             raise HeadswapError(f"this model rejects out-of-scope texts by its {name} score, which probabilities alone "
                                 f"do not give: pass the scores from "
-                                f"headswap.classifier.reject_option.predict_scored (or call predict)")
+                                f"TextClassifier.predict_scored (or call predict)")
         return reject.rejected(probs, self.entry["threshold"], self.oos_index, score)
 
     def decide(self, decisions: np.ndarray, probs, score=None, value="oos") -> np.ndarray:

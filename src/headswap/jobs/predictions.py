@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 def decisions(clf, probs, oos_score=None) -> tuple[str, list]:
     """What predict answers for each row of clf.predict_proba's output: ("label", a name per row) or, for a
     multi-label model, ("labels", a list of names per row). oos_score: each row's out-of-scope score, for a model
-    that rejects by one (headswap.classifier.reject_option.predict_scored)."""
+    that rejects by one (TextClassifier.predict_scored)."""
     if not len(probs):
         return ("labels" if getattr(clf, "multi_label", False) else "label"), []
     if getattr(clf, "multi_label", False):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -119,6 +120,14 @@ def compute_features(model: nn.Module, items: Sequence, collate: Callable, batch
     """(N, D) model.features(**batch) in the order of `items`: what a head sees, for head-only caching. Run in
     order of length as predict_logits is (2.2-2.5x faster on emotion's tweets than in file order)."""
     return _in_input_order(model, items, collate, batch_size, None, progress, desc, "features")
+
+
+def pooled_features(model: nn.Module, items: Sequence, collate: Callable, batch_size: int = 64,
+                    progress: bool = False) -> np.ndarray:
+    """(N, D) compute_features of encoded items as numpy, or the features cached items ({"features": ...}) hold."""
+    if items and "features" in items[0]:
+        return np.stack([np.asarray(it["features"]) for it in items])
+    return compute_features(model, items, collate, batch_size, progress, "out-of-scope statistics").numpy()
 
 
 _FEATURES: dict | None = None     # feature_cache()'s store: {key: (N, D) features}; None when no cache is open

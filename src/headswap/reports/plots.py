@@ -224,7 +224,8 @@ def plot_label_f1(metrics: dict, path, title: str | None = None) -> Path:
 
 def plot_oos_scores(block: dict, path, title: str | None = None) -> Path:
     """The distribution of each out-of-scope score over in-scope and out-of-scope texts (the histograms of
-    headswap.classifier.reject_option.block's "distribution"), one panel per score, with its AUROC; the score in use marked."""
+    headswap.classifier.reject_option.RejectOption.block's "distribution"), one panel per score, with its AUROC; the
+    score in use marked."""
     dist = block.get("distribution") or {}
     names = [n for n, h in dist.items() if h.get("edges")]
     fig = new_figure(3.2 * max(len(names), 1), 2.8)

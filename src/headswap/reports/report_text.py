@@ -73,8 +73,9 @@ OOS_COLUMNS = ("model", "strategy", "regime", "score used", "AUROC", "FPR@95TPR"
 
 
 def oos_cells(r: dict) -> list[str]:
-    """One row of the out-of-scope table (headswap.classifier.reject_option.block of a row): the score in use and its threshold-free
-    figures, the best score's AUROC, in-scope accuracy without and with the threshold, oos recall and precision."""
+    """One row of the out-of-scope table (a row's out_of_scope block, from
+    headswap.classifier.reject_option.RejectOption.block): the score in use and its threshold-free figures, the best
+    score's AUROC, in-scope accuracy without and with the threshold, oos recall and precision."""
     o = r["out_of_scope"]
     figs = o.get("scores") or {}
     used = figs.get(o.get("score")) or {}
