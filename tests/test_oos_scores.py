@@ -176,7 +176,8 @@ def test_an_exported_model_gives_the_features_and_rejects_as_torch_does(knn_mode
     export(src, tmp_path / "onnx")
     exported = TextClassifier.load(tmp_path / "onnx", progress=False)
     assert exported.runtime_ == "onnx"
-    np.testing.assert_allclose(exported.logits_and_features(VAL_TEXTS)[1], knn_model.logits_and_features(VAL_TEXTS)[1], atol=1e-4)
+    np.testing.assert_allclose(exported.logits_and_features(VAL_TEXTS)[1], knn_model.logits_and_features(VAL_TEXTS)[1],
+                               atol=1e-4)
     np.testing.assert_allclose(exported.predict_scored(VAL_TEXTS)[1], knn_model.predict_scored(VAL_TEXTS)[1],
                                atol=1e-4)
     assert exported.predict(VAL_TEXTS).tolist() == knn_model.predict(VAL_TEXTS).tolist()
@@ -284,8 +285,15 @@ def test_bench_takes_out_of_scope_test_rows_and_reports_every_score(enc, tmp_pat
     assert b["score"] == "softmax" and b["oos_texts"] == 4 and b["scores"]["softmax"]["auroc"] is not None
     md = (tmp_path / "out" / "results.md").read_text()
     assert "## Out of scope (reject option) on the test set" in md
+    # what each row's validation texts promised (in-scope accuracy 0.95 by default): 6 texts cannot support it
+    for r in (row, base):
+        e = r["out_of_scope"]["expected"]
+        assert e["metric"] == "in_scope_accuracy" and e["texts"] == 6 and not e["supported"]
+        assert f"- {r['model_name']} · {r['strategy']}: in-scope accuracy " in md
+    assert md.count("on 6 in-scope validation texts: these validation texts cannot support the target 0.95") == 2
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'id="out-of-scope"' in html and "out-of-scope score distributions" in html
+    assert "What the validation texts promise for new ones" in html
 
 
 def test_refit_adds_the_feature_scores_to_a_model_fitted_without_them(enc):

@@ -80,7 +80,7 @@ def test_reject_by_softmax_tunes_as_headswap_reject_and_reloads_exactly(tmp_path
     step = Reject()
     notes = step.fit(probs, logits, None, y, is_oos, score="softmax", metric="oos_recall", target=0.5)
     assert notes == []
-    expected, _ = reject.tune(probs, y, is_oos, "oos_recall", 0.5, None)
+    expected, _ = reject.tune(probs, y, is_oos, "oos_recall", 0.5, None, confidence=reject.CONFIDENCE)
     assert step.threshold == expected and step.entry["score"] == "softmax" and step.entry["statistics"] is None
     rejected = step.rejected(probs)
     np.testing.assert_array_equal(rejected, probs.max(1) < expected)

@@ -14,7 +14,8 @@ from tiny_models import make_tiny_encoder
 
 from headswap import TextClassifier
 from headswap.errors import ConfigError, HeadswapError
-from headswap.decisions.reject import rejected, scores, top_in_scope, tune
+from headswap.decisions.postprocess import Reject
+from headswap.decisions.reject import describe_expectation, interval, rejected, scores, top_in_scope, tune
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,6 +88,89 @@ def test_an_unreachable_accuracy_target_sets_no_threshold_and_says_so():
     assert t == 0.0 and "in scope accuracy is 0.500" in note and "target 0.9" in note
     with pytest.raises(ValueError, match="needs out-of-scope texts"):
         tune(PROBS[:2], Y[:2], IS_OOS[:2], "oos_recall", 0.5, None)
+
+
+# ---- a target kept at the lower end of its interval on the validation counts (issue 69) ---------------------------
+
+def test_the_interval_is_wilsons():
+    stats = pytest.importorskip("scipy.stats")
+    for k, n in [(0, 10), (8, 10), (10, 10), (160, 200), (3, 3), (57, 120)]:
+        ci = stats.binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)
+
+
+def _oos_validation(n_oos: int, n_in: int = 300):
+    """Two classes, softmax top probabilities: the out-of-scope texts' all distinct and below every in-scope
+    text's, so a threshold rejects the k least confident out-of-scope texts and nothing else."""
+    top = np.concatenate([np.linspace(0.9, 0.99, n_in), np.linspace(0.5, 0.89, n_oos)])
+    probs = np.column_stack([top, 1 - top])
+    is_oos = np.arange(len(top)) >= n_in
+    return probs, np.where(is_oos, -1, 0), is_oos
+
+
+def test_a_recall_target_met_at_the_point_estimate_is_set_where_its_lower_bound_meets_it():
+    """200 out-of-scope validation texts and a target of 0.8: the point estimate's threshold rejects exactly 160
+    of them (0.80, whose interval reaches down to 0.74); the threshold set reaches 0.8 at the interval's lower end,
+    and is the loosest that does."""
+    probs, y, is_oos = _oos_validation(200)
+    point, _ = tune(probs, y, is_oos, "oos_recall", 0.8, None)
+    assert scores(probs, y, is_oos, point, None)["oos_recall"] == 0.8
+    step = Reject()
+    notes = step.fit(probs, np.log(probs), None, y, is_oos, score="softmax", metric="oos_recall", target=0.8)
+    assert notes == [] and step.threshold > point
+    k = int(rejected(probs, step.threshold, None)[is_oos].sum())
+    assert interval(k, 200)[0] >= 0.8 > interval(k - 1, 200)[0] and k > 160
+    assert int(rejected(probs, step.threshold, None)[~is_oos].sum()) == 0
+    e = step.entry["expected"]
+    assert e == {"metric": "oos_recall", "value": k / 200, "low": interval(k, 200)[0], "high": interval(k, 200)[1],
+                 "texts": 200, "confidence": 0.95, "target": 0.8, "supported": True}
+    assert describe_expectation(e) == (f"out-of-scope recall {k / 200:.2f}, 95% interval {e['low']:.2f}-"
+                                       f"{e['high']:.2f} on 200 out-of-scope validation texts: the target 0.8 holds "
+                                       f"at the interval's lower end")
+
+
+def test_an_accuracy_target_is_kept_at_its_lower_bound_too():
+    """In-scope accuracy falls as the threshold rises: at its lower bound the threshold is looser than at the
+    point estimate (fewer in-scope texts rejected)."""
+    rng = np.random.default_rng(0)
+    top = rng.uniform(0.5, 1.0, 400)      # every in-scope text right: a rejected one is the only way to be wrong
+    probs = np.column_stack([top, 1 - top])
+    y = np.zeros(400, dtype=int)
+    is_oos = np.zeros(400, dtype=bool)
+    point, _ = tune(probs, y, is_oos, "in_scope_accuracy", 0.9, None)
+    bound, note = tune(probs, y, is_oos, "in_scope_accuracy", 0.9, None, confidence=0.95)
+    assert note is None and bound < point
+    assert scores(probs, y, is_oos, point, None)["in_scope_accuracy"] >= 0.9
+    right = int((~rejected(probs, bound, None)).sum())
+    assert interval(right, 400)[0] >= 0.9 and right > int((~rejected(probs, point, None)).sum())
+
+
+def test_too_few_out_of_scope_texts_for_the_target_are_said_plainly():
+    """10 out-of-scope validation texts: even all 10 rejected show recall 0.72 at the interval's lower end, below
+    0.8. The threshold is then the point estimate's, and the note and the expectation say the texts cannot
+    support the target."""
+    probs, y, is_oos = _oos_validation(10, n_in=50)
+    point, _ = tune(probs, y, is_oos, "oos_recall", 0.8, None)
+    threshold, note = tune(probs, y, is_oos, "oos_recall", 0.8, None, confidence=0.95)
+    assert threshold == point
+    assert "holds 10 out-of-scope texts" in note and "95% interval is 0.722" in note and "cannot support it" in note
+    step = Reject()
+    assert step.fit(probs, np.log(probs), None, y, is_oos, score="softmax", metric="oos_recall", target=0.8) == [note]
+    e = step.entry["expected"]
+    assert e["value"] == 0.8 and e["texts"] == 10 and not e["supported"]
+    assert "cannot support the target 0.8" in describe_expectation(e)
+
+
+def test_results_md_says_what_the_validation_texts_promise():
+    from headswap.reports.markdown import oos_table
+    probs, y, is_oos = _oos_validation(200)
+    step = Reject()
+    step.fit(probs, np.log(probs), None, y, is_oos, score="softmax", metric="oos_recall", target=0.8)
+    block = {"label": "oos", **step.report(probs, np.log(probs), None, y, is_oos)}
+    row = {"status": "ok", "model_name": "MiniLM", "strategy": "encoder-mlp", "regime": "full", "macro_f1": 0.9,
+           "out_of_scope": block}
+    md = "\n".join(oos_table([row]))
+    assert f"- MiniLM · encoder-mlp: {describe_expectation(step.entry['expected'])}" in md
 
 
 # ---- through TextClassifier, a saved model and the command line -------------------------------------------------

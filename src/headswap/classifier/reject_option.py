@@ -261,13 +261,15 @@ def probability_block(classes, out_of_scope: str, val_probs, val_labels, test_pr
     def rows(labels):
         y = np.array([classes.index(lab) if lab in classes and lab != out_of_scope else -1 for lab in labels])
         return y, np.array([lab == out_of_scope for lab in labels])
-    threshold, note = None, None
+    threshold, note, expected = None, None, None
     if val_probs is not None and len(val_probs):
         vy, v_oos = rows(val_labels)
         if metric == "oos_recall" and not v_oos.any():
             note = "no out-of-scope validation texts for an out-of-scope recall target: no threshold"
         else:
-            threshold, note = reject.tune(np.asarray(val_probs), vy, v_oos, metric, target, k)
+            threshold, note = reject.tune(np.asarray(val_probs), vy, v_oos, metric, target, k,
+                                          confidence=reject.CONFIDENCE)
+            expected = reject.expectation(np.asarray(val_probs), vy, v_oos, threshold or None, metric, target, k)
     ty, t_oos = rows(test_labels)
     probs = np.asarray(test_probs)
     score = oos_scores.compute("softmax", probs=probs, oos_index=k)
@@ -275,6 +277,8 @@ def probability_block(classes, out_of_scope: str, val_probs, val_labels, test_pr
     out["in_scope_accuracy_without_threshold"] = reject.scores(probs, ty, t_oos, None, k)["in_scope_accuracy"]
     out["scores"] = {"softmax": oos_scores.figures(score, t_oos)}
     out["distribution"] = {"softmax": oos_scores.histogram(score, t_oos)}
+    if expected:
+        out["expected"] = expected
     if note:
         out["note"] = note
     return out

@@ -93,9 +93,11 @@ def _run(args, out: Path) -> int:
     if "out_of_scope" in m.extra:
         from headswap.classifier.reject_option import describe_scores
         from headswap.reports.plots import plot_oos_scores
-        from headswap.decisions.reject import describe
+        from headswap.decisions.reject import describe, describe_expectation
         block = m.extra["out_of_scope"]
         print(f"out of scope ({block['label']}): {describe(block)}; score {block.get('score', 'softmax')}")
+        if block.get("expected"):
+            print(f"validation promised: {describe_expectation(block['expected'])}")
         if block.get("oos_texts"):
             print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "
                   f"{describe_scores(block)}")

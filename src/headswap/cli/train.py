@@ -144,9 +144,11 @@ def _run(args) -> int:
         from headswap.cli.eval import calibration_line
         print(calibration_line(m.extra["calibration"]))
         if "out_of_scope" in m.extra:
-            from headswap.decisions.reject import describe
+            from headswap.decisions.reject import describe, describe_expectation
             block = m.extra["out_of_scope"]
             print(f"out of scope ({args.out_of_scope}): {describe(block)}; score {block.get('score', 'softmax')}")
+            if block.get("expected"):
+                print(f"validation promised: {describe_expectation(block['expected'])}")
             if block.get("oos_texts"):
                 from headswap.classifier.reject_option import describe_scores
                 print(f"out-of-scope scores (AUROC of separating out-of-scope from in-scope texts): "

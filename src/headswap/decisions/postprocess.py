@@ -110,8 +110,10 @@ class Reject:
     scope when a learned out-of-scope class wins, or when its score passes the tuned threshold.
 
     threshold is the softmax rule's (reject below that top probability; what models saved before there was a
-    choice of score), entry the {"score", "threshold", "statistics", "validation"} saved as oos_score, statistics
-    what the feature scores read (saved as oos_statistics.safetensors)."""
+    choice of score), entry the {"score", "threshold", "statistics", "validation", "expected"} saved as oos_score
+    ("expected": what the validation texts promise for new ones, headswap.decisions.reject.expectation; models saved
+    before it was recorded lack it), statistics what the feature scores read (saved as
+    oos_statistics.safetensors)."""
 
     oos_index: int | None = None          # the logit column of an out-of-scope class learned in training
     threshold: float | None = None
@@ -141,8 +143,9 @@ class Reject:
     def fit(self, probs, logits, features, y, is_oos, score: str = "auto", metric: str = "in_scope_accuracy",
             target: float = 0.95) -> list[str]:
         """Pick the score (`score`, or auto: the best validation AUROC) and tune its threshold for `metric` to reach
-        `target`, on validation rows: calibrated probs, logits, pooled features (None: no feature scores), class
-        indices y and is_oos booleans. Returns the notes a user should see (the choice, an unreachable target)."""
+        `target` at the lower end of its 95% interval on the validation counts (headswap.decisions.reject.tune),
+        on validation rows: calibrated probs, logits, pooled features (None: no feature scores), class indices y and
+        is_oos booleans. Returns the notes a user should see (the choice, a target the texts cannot support)."""
         is_oos = np.asarray(is_oos, dtype=bool)
         values = self.scores(probs, logits, features)
         figs = {n: oos_scores.figures(v, is_oos) for n, v in values.items()}
@@ -157,18 +160,21 @@ class Reject:
             note = "reject_score auto: " + name + " (validation AUROC " + ", ".join(
                 f"{n} {f['auroc']:.4f}" for n, f in figs.items()) + ")"
         value = None if name == "softmax" else values[name]
-        threshold, warn = reject.tune(probs, y, is_oos, metric, target, self.oos_index, value)
+        threshold, warn = reject.tune(probs, y, is_oos, metric, target, self.oos_index, value, reject.CONFIDENCE)
         # softmax's 0.0 rejects nothing: saved as None, as models before the choice of score saved it
         self.threshold = (threshold or None) if name == "softmax" else None
+        used = self.threshold if value is None else threshold
         self.entry = {"score": name, "threshold": None if name == "softmax" else threshold,
-                      "statistics": STATS_FILE if self.statistics is not None else None, "validation": figs}
+                      "statistics": STATS_FILE if self.statistics is not None else None, "validation": figs,
+                      "expected": reject.expectation(probs, y, is_oos, used, metric, target, self.oos_index, value)}
         if note:
             log.info(note)
         if warn:
             log.warning(warn)
         log.info("reject option (%s) on %d validation texts: %s", name, len(y),
-                 reject.describe(reject.scores(probs, y, is_oos, self.threshold if value is None else threshold,
-                                               self.oos_index, value)))
+                 reject.describe(reject.scores(probs, y, is_oos, used, self.oos_index, value)))
+        if self.entry["expected"]:
+            log.info("reject option: expect %s", reject.describe_expectation(self.entry["expected"]))
         return [line for line in (note, warn) if line]
 
     def rejected(self, probs, score=None) -> np.ndarray:
@@ -200,6 +206,8 @@ class Reject:
         k = self.oos_index
         out = {"score": name, **reject.scores(probs, y, is_oos, threshold, k, value)}
         out["in_scope_accuracy_without_threshold"] = reject.scores(probs, y, is_oos, None, k)["in_scope_accuracy"]
+        if (self.entry or {}).get("expected"):   # what validation promised, to read these figures against
+            out["expected"] = self.entry["expected"]
         out["scores"] = {n: oos_scores.figures(v, is_oos) for n, v in values.items()}
         # Histograms, not the values: small enough for metrics.json, and all a distribution plot needs.
         out["distribution"] = {n: oos_scores.histogram(v, is_oos) for n, v in values.items()}

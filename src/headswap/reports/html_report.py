@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 # Re-exported: the tests and benchmarks/render_report.py check the page through these.
 from headswap.reports.browser import BROWSERS, dump_dom, find_browser, screenshot  # noqa: F401
-from headswap.reports.report_text import (OOS_COLUMNS, duration, fmt_value, has_test, human, is_num,
+from headswap.reports.report_text import (OOS_COLUMNS, duration, expected_lines, fmt_value, has_test, human, is_num,
                                         model_display_name, num, oos_cells, row_name, row_ok, rung_note, sorted_rows)
 from headswap.reports.templating import environment
 # label_audit builds its page from these blocks, under these names.
@@ -331,7 +331,8 @@ def _out_of_scope(rows: Sequence[dict], charts: _Charts) -> dict:
                          f"out-of-scope score distributions: {name}")
         figures.append({"caption": [name], "wide": True, "body": img})
     return {"id": "out-of-scope", "table": {"header": [(c, "") for c in OOS_COLUMNS],
-                                            "rows": [("", oos_cells(r)) for r in with_oos]}, "figures": figures}
+                                            "rows": [("", oos_cells(r)) for r in with_oos]}, "figures": figures,
+            "expected": expected_lines(with_oos)}
 
 
 def _skipped(skipped: Sequence[dict]) -> dict:

@@ -9,7 +9,7 @@ run had an out-of-scope label.
 from __future__ import annotations
 
 from headswap.reports.html_report import OOS_COLUMNS, model_display_name, oos_cells
-from headswap.reports.report_text import split_lines
+from headswap.reports.report_text import expected_lines, split_lines
 from headswap.settings import defaults
 
 
@@ -172,6 +172,11 @@ def oos_table(rows: list[dict]) -> list[str]:
              "figures are TF-IDF + logistic regression's top probability with the same threshold rule.", "",
              "| " + " | ".join(OOS_COLUMNS) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 7) + "|"]
     lines += ["| " + " | ".join(md_cell(c) for c in oos_cells(r)) + " |" for r in with_oos]
+    expected = expected_lines(with_oos)
+    if expected:
+        lines += ["", "What the validation texts promise for new ones (the threshold is set so that the target holds "
+                  "at the lower end of this interval, where the validation texts can support it):", ""]
+        lines += [f"- {md_cell(line)}" for line in expected]
     return lines + [""]
 
 

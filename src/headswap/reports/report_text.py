@@ -87,6 +87,15 @@ def oos_cells(r: dict) -> list[str]:
             num(o.get("oos_recall")), num(o.get("oos_precision"))]
 
 
+def expected_lines(rows) -> list[str]:
+    """For each row whose out-of-scope block says what its validation texts promised (the reject target set at the
+    lower end of a 95% interval on the validation counts): 'name · strategy: out-of-scope recall 0.80, 95% interval
+    ...'. What to read its test figures against."""
+    from headswap.decisions.reject import describe_expectation
+    return [f"{r['model_name']} · {r['strategy']}: {describe_expectation(r['out_of_scope']['expected'])}"
+            for r in rows if (r.get("out_of_scope") or {}).get("expected")]
+
+
 def rung_note(c: dict) -> str:
     """A rung's one-line note: why it did not run, or how it was time-bounded and where it stopped."""
     parts = [c.get("error") or c.get("reason") or ""]
