@@ -135,6 +135,16 @@ def test_the_leaderboard_says_in_one_line_which_extra_brings_pandas(fitted, monk
             call()
 
 
+def test_what_auto_ships_says_no_more_than_its_six_validation_texts_earn(fitted):
+    from headswap.baseline.blend import Blend
+    from headswap.decisions.earned import Earned, of
+
+    assert fitted.predict_proba(TEXTS + TEST_TEXTS).max() <= np.float32(7 / 8)      # a tenth of 60 validated
+    model = headswap.load_model(fitted.out_ / "model", progress=False)
+    members = [m for m, _ in model.members_] if isinstance(model, Blend) else [model]
+    assert [of(m) for m in members] == [Earned(6, 1 / 8)] * len(members)
+
+
 def test_every_input_form_gives_auto_the_same_splits(monkeypatch):
     seen = []
 

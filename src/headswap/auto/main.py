@@ -195,7 +195,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
-    baseline = TfidfClassifier().fit(train.texts, train.labels)
+    baseline = TfidfClassifier().fit(train.texts, train.labels).checked_on(len(validation))   # decisions.earned
     base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
     candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
                        "tier": "baseline", "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
