@@ -1,10 +1,11 @@
 """AutoClassifier: `headswap auto` as a scikit-learn estimator over the same engine. clone, get_params and
 set_params work; predicting before fit is scikit-learn's NotFittedError; lists, Series, DataFrames and Datasets
 give auto the same splits; the shipped model saves and loads to the same predictions; leaderboard_ lists every
-candidate results.json lists."""
+candidate results.json lists, and leaderboard(X_test, y_test) scores what auto kept as evaluate does."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from sklearn.exceptions import NotFittedError
 from tiny_models import make_tiny_encoder
 
 import headswap
+import headswap.auto.climb
 import headswap.auto.main
 from headswap import AutoClassifier
 from headswap.errors import ConfigError, DataError, HeadswapError
@@ -75,6 +77,72 @@ def test_the_leaderboard_lists_every_candidate_of_results_json(fitted):
     assert list(frame.columns) == list(board.COLUMNS) and len(frame) == len(candidates)
     text = str(board)
     assert text.splitlines()[0].split() == list(board.COLUMNS) and "tfidf" in text
+
+
+TEST_TEXTS = [f"win a free cash prize now {i}" for i in range(100)] + [f"lunch at noon today? {i}" for i in range(100)]
+TEST_LABELS = ["spam"] * 100 + ["ham"] * 100
+
+
+def test_leaderboard_scores_on_test_what_auto_kept_as_evaluate_does(fitted):
+    frame = fitted.leaderboard(TEST_TEXTS, TEST_LABELS)
+    board = fitted.leaderboard_
+    assert list(frame.columns) == ["model", "strategy", "regime", "validation_macro_f1", "test_macro_f1",
+                                   "fit_seconds", "texts_per_second", "status", "why"]
+    assert frame["model"].tolist() == [r["model"] for r in board] and len(frame) == len(board)
+    # the shipped model, against an evaluate of its saved folder (warmed up as model_ is: timing is the runtime's)
+    shipped = headswap.load_model(fitted.out_ / "model", progress=False)
+    shipped.predict(TEST_TEXTS[:4])
+    m = shipped.evaluate(TEST_TEXTS, TEST_LABELS)
+    winner = frame[frame["status"] == "winner"].iloc[0]
+    assert winner["test_macro_f1"] == pytest.approx(m.f1("macro"), abs=1e-9)
+    assert 1 / 20 < winner["texts_per_second"] / m.extra["texts_per_second"] < 20    # timing varies; same order
+    # every candidate auto kept (the baseline, the pool: no more models than the pool held) has a test score
+    kept = {id(fitted.best_)} | {id(row) for row, _ in fitted.candidates_}
+    assert any(r["model"] == "tfidf" for r, _ in fitted.candidates_) or fitted.best_["model"] == "tfidf"
+    assert 2 <= len(kept) and len(fitted.candidates_) <= headswap.auto.climb.POOL + 1
+    for row, (_, line) in zip(board, frame.iterrows()):
+        assert (0 <= line["test_macro_f1"] <= 1 and line["texts_per_second"] > 0) if id(row) in kept else (
+            np.isnan(line["test_macro_f1"]) and np.isnan(line["texts_per_second"]) and line["why"])
+    # a candidate whose model auto did not keep (here: left out of a copy's candidates_) is NaN, saying why
+    lean = copy.copy(fitted)
+    lean.candidates_ = [c for c in fitted.candidates_ if c[0]["status"] == "ran"][1:]
+    dropped = next(r for r, _ in fitted.candidates_ if r["status"] == "ran")
+    line = lean.leaderboard(TEST_TEXTS, TEST_LABELS).iloc[[id(r) for r in board].index(id(dropped))]
+    assert np.isnan(line["test_macro_f1"]) and np.isnan(line["texts_per_second"])
+    assert line["status"] == "ran" and "not scored on test: auto keeps in memory only the 5 best" in line["why"]
+    # a table with text and label columns reads as X and y; without test data, leaderboard_ as a DataFrame
+    table = fitted.leaderboard(pd.DataFrame({"text": TEST_TEXTS, "label": TEST_LABELS}))
+    assert table["test_macro_f1"].fillna(-1).tolist() == frame["test_macro_f1"].fillna(-1).tolist()
+    assert fitted.leaderboard().equals(board.to_pandas())
+    with pytest.raises(ConfigError, match="y is missing"):
+        fitted.leaderboard(TEST_TEXTS)
+
+
+def test_without_its_candidates_the_leaderboard_scores_the_shipped_model_alone(fitted):
+    lean = copy.copy(fitted)
+    del lean.candidates_
+    frame = lean.leaderboard(TEST_TEXTS[::10], TEST_LABELS[::10])
+    assert frame["test_macro_f1"].notna().tolist() == [r is fitted.best_ for r in fitted.leaderboard_]
+
+
+def test_the_leaderboard_says_in_one_line_which_extra_brings_pandas(fitted, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pandas", None)     # import pandas raises ImportError
+    for call in (fitted.leaderboard, fitted.leaderboard_.to_pandas, lambda: fitted.leaderboard(TEXTS, LABELS)):
+        with pytest.raises(HeadswapError, match=r"^the leaderboard as a DataFrame needs pandas: "
+                                                r"pip install 'headswap\[pandas\]'$"):
+            call()
+
+
+def test_what_auto_ships_says_no_more_than_its_six_validation_texts_earn(fitted):
+    from headswap.baseline.blend import Blend
+    from headswap.decisions.earned import Earned, of
+
+    assert fitted.predict_proba(TEXTS + TEST_TEXTS).max() <= np.float32(7 / 8)      # a tenth of 60 validated
+    model = headswap.load_model(fitted.out_ / "model", progress=False)
+    members = [m for m, _ in model.members_] if isinstance(model, Blend) else [model]
+    assert [of(m) for m in members] == [Earned(6, 1 / 8)] * len(members)
 
 
 def test_every_input_form_gives_auto_the_same_splits(monkeypatch):

@@ -123,7 +123,8 @@ def test_fit_predict_and_probabilities(fitted):
     assert not np.allclose(probs.sum(1), 1)              # independent sigmoids, not a softmax
     logits = torch.from_numpy(clf.decision_function(TEXTS)).double()
     t = torch.tensor(clf.temperature_, dtype=torch.float64)
-    np.testing.assert_allclose(probs, torch.sigmoid(logits / t).numpy(), atol=1e-6)
+    eps = 1 / (len(VAL_TEXTS) + 2)      # kept within what the validation texts earn (headswap.decisions.earned)
+    np.testing.assert_allclose(probs, np.clip(torch.sigmoid(logits / t).numpy(), eps, 1 - eps), atol=1e-6)
     pred = clf.predict(TEXTS)
     expected = [tuple(lab for lab, p, th in zip(clf.labels_, row, clf.thresholds_) if p >= th) for row in probs]
     assert pred == expected and all(isinstance(p, tuple) for p in pred)

@@ -3,6 +3,7 @@ on texts in memory, then predicts with the model it shipped.
 
     clf = AutoClassifier(budget="5m").fit(df)      # a DataFrame with text and label columns, or X and y
     print(clf.leaderboard_)                          # every candidate: validation score, seconds, status, why
+    clf.leaderboard(X_test, y_test)                  # a DataFrame: the same with test scores and texts/s
     clf.predict(["where is my parcel?"]); clf.save("tickets-model")
     headswap.load_model("tickets-model")           # the shipped model, as `headswap predict` reads it
 """
@@ -17,41 +18,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-
-class Leaderboard(list):
-    """Every candidate auto weighed, best validation score first, one dict per row with COLUMNS; prints as a table,
-    and to_pandas() gives a DataFrame."""
-
-    COLUMNS = ("model", "strategy", "regime", "validation_macro_f1", "seconds", "status", "why")
-
-    def __init__(self, candidates):
-        rows = [{"model": c.get("model_name", c.get("model")), "strategy": c.get("strategy"),
-                 "regime": c.get("regime") + (f" · {c['rung']}" if c.get("rung") not in (None, c.get("regime"))
-                                              else ""),
-                 "validation_macro_f1": c.get("validation_macro_f1"), "seconds": c.get("seconds"),
-                 "status": "winner" if c.get("winner") else c.get("status"),
-                 "why": c.get("stopped_because") or c.get("reason") or ""} for c in candidates]
-        super().__init__(sorted(rows, key=lambda r: -(r["validation_macro_f1"] or -1.0)))
-
-    def to_pandas(self):
-        import pandas as pd
-        return pd.DataFrame(list(self), columns=list(self.COLUMNS))
-
-    def __str__(self) -> str:
-        def cell(row, key):
-            value = row[key]
-            if key == "validation_macro_f1":
-                return "" if value is None else f"{value:.4f}"
-            if key == "seconds":
-                return "" if value is None else f"{value:.0f}"
-            return str(value or "")[:70]
-        widths = {k: max(len(k), *(len(cell(r, k)) for r in self)) if self else len(k) for k in self.COLUMNS}
-        lines = ["  ".join(k.ljust(widths[k]) for k in self.COLUMNS)]
-        lines += ["  ".join(cell(r, k).ljust(widths[k]) for k in self.COLUMNS).rstrip() for r in self]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
+from headswap.auto.leaderboard import Leaderboard, board_row, scored
+from headswap.data.records import as_list
+from headswap.errors import ConfigError
 
 
 class AutoClassifier(ClassifierMixin, BaseEstimator):
@@ -65,7 +34,9 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
 
     After fit: model_ (the shipped classifier), classes_ (integer labels stay integers, in the saved model too),
     leaderboard_ (Leaderboard), best_ (the winner's row), results_ (results.json's content), report_ (the path of
-    report.html).
+    report.html), candidates_ (the models auto still held when it ended, which leaderboard(X, y) scores: the TF-IDF
+    baseline and up to headswap.auto.climb.POOL of the best candidates, each with its row of leaderboard_; `del
+    clf.candidates_` frees them, and leaderboard(X, y) then scores the shipped model alone).
     """
 
     def __init__(self, budget="15m", models=None, strategies="all", out_of_scope=None, blend=True, lr_search=True,
@@ -100,16 +71,21 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
                                                            "validation data")
         out = Path(self.out) if self.out is not None else Path(tempfile.mkdtemp(prefix="headswap-auto-"))
         settings = {"seed": self.seed, **({"out_of_scope": self.out_of_scope} if self.out_of_scope else {})}
+        kept = []      # (entry, model): the baseline and the candidates auto held for the blend
         with output_lock(out, flag="out"):     # as the command: a folder that takes no files is one line, at once
             results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds,
                            models=self.models, strategies=self.strategies, out=out, quantize=self.quantize,
                            blend=self.blend, lr_search=self.lr_search, progress=self.progress,
-                           log=print if self.progress else (lambda line: None), **settings)
+                           log=print if self.progress else (lambda line: None), kept=kept, **settings)
             if integers:     # auto trains on labels as text, as files hold them: the saved model gives back ints
                 record_label_values(out / "model", {str(v): int(v) for v in y if v != self.out_of_scope})
         self.results_, self.out_, self.report_ = results, out, out / "report.html"
-        self.leaderboard_ = Leaderboard(results["auto"]["candidates"])
+        entries = results["auto"]["candidates"]
+        rows = {id(c): board_row(c) for c in entries}
+        self.leaderboard_ = Leaderboard(rows.values())
         self.best_ = next(r for r in self.leaderboard_ if r["status"] == "winner")
+        # The winner's row is scored on the shipped model_ (blended, leaned, exported as it ships)
+        self.candidates_ = [(rows[id(e)], m) for e, m in kept if id(e) in rows and rows[id(e)] is not self.best_]
         self.model_ = load_model(out / "model", progress=False)
         self.classes_ = np.asarray(self.model_.classes_)
         return self
@@ -123,6 +99,23 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         """The class of each text (out_of_scope where the model rejects it)."""
         check_is_fitted(self, "model_")
         return np.asarray(self.model_.predict(X))
+
+    def leaderboard(self, X=None, y=None):
+        """leaderboard_ as a pandas DataFrame; given test texts X and labels y (or X a table with text and label
+        columns), as AutoGluon's leaderboard(test_data): each row also with test_macro_f1 and texts_per_second
+        (evaluate on X, y) for the shipped model and every candidate in candidates_, NaN for the others (their `why`
+        says why), in leaderboard_'s order (best on validation first: the test score is for reading, not choosing)."""
+        from headswap.data.records import table_column, table_columns
+
+        check_is_fitted(self, "model_")
+        if X is None:
+            return self.leaderboard_.to_pandas()
+        if y is None and table_columns(X) is not None:
+            y = table_column(X, "label", "test data")
+        if y is None:
+            raise ConfigError("leaderboard(X, y) scores on test texts X with their labels y; y is missing")
+        models = [(self.best_, self.model_)] + list(getattr(self, "candidates_", []))
+        return scored(self.leaderboard_, models, as_list(X, "test data"), as_list(y, "test data", "labels"))
 
     def save(self, path) -> Path:
         """The shipped model as a model folder that headswap.load_model and `headswap predict` read (files already in

@@ -107,7 +107,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
          test_fraction: float | None = None, text_column: str = "text", label_column: str = "label",
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True, blend: bool = True,
          clock: Callable[[], float] = time.perf_counter, started: float | None = None, ray_address: str | None = None,
-         arm_cpus: float = 1, arm_gpus: float = 0, **settings) -> dict:
+         arm_cpus: float = 1, arm_gpus: float = 0, kept: list | None = None, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL/Parquet file, or
@@ -122,7 +122,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     ray_address: run the arms on that Ray cluster, each with arm_cpus CPUs and arm_gpus GPUs. models: None for
     default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and multilingual-e5-small when installed).
     started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A budget too small
-    for the TF-IDF baseline is refused (ConfigError) before anything is written.
+    for the TF-IDF baseline is refused (ConfigError) before anything is written. kept: a list given the pool (below).
     """
     from headswap import __version__
     from headswap.saved.atomic import write_text
@@ -195,7 +195,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
 
     # 1. The baseline: always, first.
     t0 = time.perf_counter()
-    baseline = TfidfClassifier().fit(train.texts, train.labels)
+    baseline = TfidfClassifier().fit(train.texts, train.labels).checked_on(len(validation))   # decisions.earned
     base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
     candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
                        "tier": "baseline", "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
@@ -239,6 +239,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
                                         summary, blend)
     if getattr(climb, "halving", None):
         summary["halving"] = climb.halving
+    if kept is not None:     # (entry, model) of the baseline and the pool (an arm run on Ray: bytes), no model more
+        kept += [(candidates[0], baseline)] + [(c.entry, c.model) for c in climb.pool]   # AutoClassifier.leaderboard
     climb = None
     for c in candidates:
         c.pop("plan", None)
@@ -396,4 +398,3 @@ def _data_warnings(train, validation, settings: dict) -> list[str]:
                     f"({classes[0]!r}" + (f" besides out-of-scope {oos!r}" if oos in labels else "")
                     + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, "
                       "so the winner is picked on little; give a validation.csv with texts of every class"]
-

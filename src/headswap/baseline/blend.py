@@ -20,6 +20,7 @@ import numpy as np
 
 from headswap.data.records import some_texts
 from headswap.data.sampling import stratified_folds
+from headswap.decisions import earned
 from headswap.errors import HeadswapError
 from headswap.saved.model_dir import CONFIG_FILE, FORMAT_VERSION, read_config
 
@@ -228,9 +229,12 @@ class Blend:
                 m.progress = value
 
     def predict_proba(self, X) -> np.ndarray:
+        """The members' probabilities averaged, within the bound of the member checked on the fewest texts
+        (headswap.decisions.earned; auto's members share it, and their average is already within)."""
         texts = some_texts(X, "prediction input")
-        return sum(w * m.predict_proba(texts)[:, cols]
-                   for (m, w), cols in zip(self.members_, self.columns_)).astype(np.float32)
+        probs = sum(w * m.predict_proba(texts)[:, cols] for (m, w), cols in zip(self.members_, self.columns_))
+        bounds = [b for b in map(earned.of, (m for m, _ in self.members_)) if b is not None]
+        return (max(bounds, key=lambda b: b.eps).clip(probs) if bounds else probs).astype(np.float32)
 
     def decision_function(self, X) -> np.ndarray:
         """Log-probabilities: the logits whose softmax is predict_proba."""

@@ -86,6 +86,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             if not np.all(np.isfinite(probs)) or (probs < 0).any() or not np.allclose(probs.sum(1), 1, atol=1e-3):
                 raise HeadswapError("soft_labels rows must be probabilities (finite, >= 0, summing to 1)")
         self.__dict__.pop("distillation_", None)    # a refit model is no longer the distilled one
+        self.__dict__.pop("earned_", None)          # nor checked on the texts that checked it
         self.features_ = tfidf_features()
         feats = self.features_.fit_transform(texts)
         if soft_labels is not None:
@@ -114,7 +115,16 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return self.model_.decision_function(self.features_.transform(some_texts(X, "prediction input")))
 
     def predict_proba(self, X) -> np.ndarray:
-        return self.model_.predict_proba(self.features_.transform(some_texts(X, "prediction input")))
+        """(N, K) probabilities; once checked_on(n), within the certainty n texts earn (headswap.decisions.earned)."""
+        probs = self.model_.predict_proba(self.features_.transform(some_texts(X, "prediction input")))
+        earned = getattr(self, "earned_", None)
+        return probs if earned is None else earned.clip(probs)
+
+    def checked_on(self, n: int) -> "TfidfClassifier":
+        """Bound predict_proba by the n validation texts that checked this model (auto's, which chose it)."""
+        from headswap.decisions.earned import Earned
+        self.earned_ = Earned.checked_on(n)
+        return self
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(1)]
@@ -163,6 +173,8 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
                   "vectorizers": vectorizers}
         if getattr(self, "distillation_", None) is not None:
             config["distillation"] = self.distillation_    # where a distilled student came from (headswap.jobs.distill)
+        if getattr(self, "earned_", None) is not None:
+            config.update(self.earned_.config())
         with atomic_path(path / CONFIG_FILE) as tmp:
             tmp.write_text(json.dumps(config))
         return path
@@ -208,4 +220,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         clf.model_, clf.classes_ = model, label_classes(path / CONFIG_FILE, config)
         if config.get("distillation") is not None:
             clf.distillation_ = config["distillation"]
+        from headswap.decisions.earned import Earned
+        if (earned := Earned.load(config)) is not None:
+            clf.earned_ = earned
         return clf

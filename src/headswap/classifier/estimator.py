@@ -282,6 +282,7 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
         logits = np.asarray(logits, dtype=np.float32)
         if self.temperature_scaling if fit_temperature is None else fit_temperature:
             self.temperature_step_.fit(logits, y)
+        self.temperature_step_.checked_on(len(y))      # the bound the later steps fit under (decisions.earned)
         self.thresholds_step_.fit(self.temperature_step_.apply(logits), y)
         if self.out_of_scope is not None:
             self.notes_.extend(self.reject_step_.tune(self, Settings.of(self), logits, y, texts, oos_texts))
@@ -393,7 +394,7 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
                                                      and self.oos_statistics_ is not None)
         seconds = time.perf_counter() - t0
         logits, y_in = all_logits[: len(data)], target.encode(data.labels, labels)
-        m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_, self.thresholds_,
+        m, cal = target.metrics(logits, y_in, labels, self.positive_label, self.temperature_step_, self.thresholds_,
                                 self.balance_step_)
         n = len(data) + len(oos_texts)
         m.extra.update(self.summary(), eval_seconds=seconds, texts_per_second=n / seconds if seconds else 0.0)

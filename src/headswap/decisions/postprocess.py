@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from headswap.decisions import balance, oos_scores, reject
+from headswap.decisions.earned import Earned
 from headswap.errors import HeadswapError
 from headswap.decisions.oos_scores import FEATURE_SCORES, STATS_FILE, OosStatistics
 from headswap.decisions.targets import SingleLabel
@@ -46,10 +47,12 @@ class _OneKey:
 @dataclass
 class Temperature(_OneKey):
     """Temperature scaling (headswap.decisions.calibration): logits / T before the softmax, or for multi-label data each
-    label's logit over its own T before its sigmoid. None: not fitted, T = 1."""
+    label's logit over its own T before its sigmoid. None: not fitted, T = 1. Then the probabilities are kept within
+    the certainty the validation texts could check (headswap.decisions.earned; None: not clipped)."""
 
     temperature: float | list[float] | None = None
     target: SingleLabel = field(default_factory=SingleLabel)   # what a label is: softmax or per-label sigmoids
+    earned: Earned | None = None
     KEY = "temperature"
 
     def fit(self, logits, y) -> "Temperature":
@@ -57,9 +60,23 @@ class Temperature(_OneKey):
         log.info("calibration: temperature %s fitted on %d validation texts", np.round(self.temperature, 3), len(y))
         return self
 
+    def checked_on(self, n: int) -> "Temperature":
+        """Bound the probabilities by the n validation texts that checked them (before the later steps fit on
+        them)."""
+        self.earned = Earned.checked_on(n)
+        return self
+
     def apply(self, logits) -> np.ndarray:
         """(N, K) float64 probabilities."""
-        return self.target.probabilities(logits, self.temperature)
+        probs = self.target.probabilities(logits, self.temperature)
+        return probs if self.earned is None else self.earned.clip(probs, self.target.multi_label)
+
+    def config(self) -> dict:
+        return {self.KEY: self.temperature, **(self.earned.config() if self.earned is not None else {})}
+
+    @classmethod
+    def load(cls, path: Path | None, config: dict, target: SingleLabel | None = None) -> "Temperature":
+        return cls(config.get(cls.KEY), target or SingleLabel(), Earned.load(config))
 
 
 @dataclass

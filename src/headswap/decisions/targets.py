@@ -83,16 +83,17 @@ class SingleLabel:
     def truth(self, y) -> list:
         return list(y)
 
-    def metrics(self, logits, y, names, positive_label, temperature, thresholds, balance=None):
-        """(Metrics of the decisions, the calibration report); balance: the Balance step predict applies."""
+    def metrics(self, logits, y, names, positive_label, calibrated, thresholds, balance=None):
+        """(Metrics of the decisions, the calibration report); calibrated: the Temperature step (the probabilities
+        predict_proba gives), balance: the Balance step predict applies."""
         from headswap.decisions import calibration
         from headswap.metrics import metrics_from_logits, metrics_from_predictions
         if balance is not None and balance.balance is not None:
-            decided = balance.adjust(self.probabilities(logits, temperature)).argmax(axis=1)
+            decided = balance.adjust(calibrated.apply(logits)).argmax(axis=1)
             m = metrics_from_predictions(np.asarray(y), decided, names, positive_label)
         else:
             m = metrics_from_logits(torch.from_numpy(np.asarray(logits)), y, names, positive_label)
-        return m, calibration.report(logits, y, temperature)
+        return m, calibration.report(logits, y, calibrated.temperature)
 
 
 class MultiLabel(SingleLabel):
@@ -161,12 +162,12 @@ class MultiLabel(SingleLabel):
     def truth(self, y) -> list[tuple]:
         return label_sets(list(y), self.separator)
 
-    def metrics(self, logits, y, names, positive_label, temperature, thresholds, balance=None):
+    def metrics(self, logits, y, names, positive_label, calibrated, thresholds, balance=None):
         from headswap.decisions import calibration
         from headswap.metrics import MultiLabelMetrics
-        probs = self.probabilities(logits, temperature)
+        probs = calibrated.apply(logits)
         m = MultiLabelMetrics(list(names), y > 0.5, self.chosen(probs, thresholds), thresholds)
-        return m, calibration.report_multi_label(logits, y, temperature)
+        return m, calibration.report_multi_label(logits, y, calibrated.temperature)
 
 
 def targets_for(multi_label: bool, separator: str = "|") -> SingleLabel:
