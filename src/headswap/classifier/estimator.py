@@ -4,7 +4,6 @@
     clf.fit(texts, labels)
     clf.predict_proba(["free entry! txt WIN"])
     clf.save("out/spam"); TextClassifier.load("out/spam")
-
 Its keyword arguments are the settings declared in headswap.settings; the strategy (headswap.strategies)
 builds the module, headswap.train trains it, headswap.saved.model_dir saves and reads it.
 """
