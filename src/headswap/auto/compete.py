@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from headswap.auto.budget import ArmNeed, shown
 
 if TYPE_CHECKING:
     from headswap.auto.runners import Runner
@@ -55,18 +57,15 @@ def arm_name(entry: dict) -> str:
     return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
 
 
-def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tuple[list, list]:
-    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
-    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
-    `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
+def prepare(climb, rungs: list, lr_search: bool = True) -> Arms:
+    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: the Arms, their plans being
+    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete()."""
     from headswap.auto.climb import entry_for, label
-    from headswap.auto.policy import CAP
 
     def kept_out(entry: dict, kind: str) -> None:
         """A rung that never gets to halving still has a row in the report's arms table: `kind` in halving's words."""
         entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=kind)
 
-    climb.arm_slots = max(1, parallel)
     plans, entries = [], []
     dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
     for rung in rungs:
@@ -82,7 +81,7 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
             continue
         if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
             plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
-            if _least_slice(climb.costs, rung) <= CAP * climb.budget.seconds * max(1, parallel):
+            if _least_slice(climb.costs, rung) <= climb.budget.cap(climb.arm_slots):
                 continue
         else:
             too_slow = entry.get("reason", "").startswith("too slow")
@@ -109,22 +108,22 @@ def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tu
     # budget that trains two arms to an epoch each before judging them had no room beside it for full fine-tuning's
     # 5-minute epoch, the family that won 6 of the 7 earlier runs there.
     from headswap.auto.prior import rung_family
-    prior = getattr(climb, "prior", None)
+    prior = climb.prior
     rank = {id(entry): prior.arm_order(rung_family(rung)) if prior is not None else 0.0 for rung, _, entry in plans}
     plans.sort(key=lambda plan: (plan[0].model in climb.misfit, bool(plan[1]), rank[id(plan[2])]))
     if prior is not None and len(set(rank.values())) > 1:
         climb.log("  arms in the prior's order: " + "; ".join(
             f"{label(e)} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
-    return plans, entries
+    return Arms(climb, plans, entries)
 
 
 def _probe_limit(climb, rung) -> float:
     """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
     must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    from headswap.auto.policy import CAP, GRACE_EPOCHS
+    from headswap.auto.policy import GRACE_EPOCHS
 
     steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
-    return 2 * 8 * CAP * climb.budget.seconds / steps
+    return climb.budget.arm_probe_limit(steps)
 
 
 def _least_slice(c, rung) -> float:
@@ -144,48 +143,40 @@ def _costs(c, rung) -> tuple[float, float, int]:
     return epoch + in_epoch, c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val, every
 
 
-def _reserve(climb, plans: list) -> float:
-    """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
-    (an arm too dear for that does not decide how much the others keep back), a first slice within the 1/3 cap
-    unless no arm's is (policy.Halving admits no other). On emotion SmolLM2's LoRA arm, its least slice twice the
-    cap, kept 2.5 minutes back to ship it where MiniLM's arms needed 30 s, and the run used 80% of its budget."""
-    from headswap.auto.policy import CAP
+class Arms:
+    """The probed fine-tuning arms (prepare()): `plans` (rung, tuned rate, entry), every rung's `entries`, and what
+    they need of the budget (Budget.arms_room), recomputed as the run corrects its estimates."""
 
-    c, left = climb.costs, climb.budget.spare(ship=0.0)
-    cap = CAP * climb.budget.seconds * getattr(climb, "arm_slots", 1)
-    fits = [(_least_slice(c, rung), c.reserve(rung)) for rung, _, _ in plans]
-    fits = [(least, reserve) for least, reserve in fits if least + reserve <= left]
-    under = [reserve for least, reserve in fits if least <= cap]
-    if under:
-        return max(under)
-    if fits:
-        return min(fits)[1]       # the cheapest least slice: the arm that runs alone
-    return min(c.reserve(r) for r, _, _ in plans)
+    def __init__(self, climb, plans: list, entries: list):
+        self.climb, self.plans, self.entries = climb, plans, entries
+        # The cheapest first slice, as probed: each cheap rung may take half of what is left, so two in a row could
+        # take three quarters: at 5 minutes on emotion the frozen logistic and linear heads (77 and 13 s) left the
+        # arms 62 s, where the cheapest needed 74 s, and the run ended at 64% of its budget with TF-IDF.
+        self.least = min((_least_slice(climb.costs, r) for r, _, _ in plans), default=math.inf)
 
+    def needs(self, plans: list | None = None) -> list[ArmNeed]:
+        c = self.climb.costs
+        return [ArmNeed(_least_slice(c, rung), c.reserve(rung)) for rung, _, _ in
+                (self.plans if plans is None else plans)]
 
-def _arms_room(climb, plans: list, second: bool = True) -> float:
-    """What the arms would share if they began now: what is left, less the finish, the room to ship the winner (and,
-    when auto blends and `second`, as much again for a second model in the blend) and the final margin. Without that
-    room the blend had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each
-    other candidate needed 36 s to ship."""
-    second = second and getattr(climb, "blends", False)
-    return climb.budget.spare(ship=_reserve(climb, plans) * (2 if second else 1))
+    def reserve(self, plans: list | None = None) -> float:
+        """Room to ship the winner among these arms (or `plans` of them): Budget.arms_reserve."""
+        return self.climb.budget.arms_reserve(self.needs(plans), self.climb.arm_slots)
 
+    def room(self, plans: list | None = None, second: bool = True) -> float:
+        """What the arms (or `plans` of them) would share if they began now: Budget.arms_room, with room for a
+        second blended model when auto blends and `second`."""
+        return self.climb.budget.arms_room(self.needs(plans), self.climb.arm_slots, second and self.climb.blends)
 
-def arms_can_run(climb, plans: list) -> bool:
-    """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs leave
-    the arms half of what is left, and their cheapest first slice (arms_spare). An arm over the 1/3 cap may run
-    alone (halving.Halving)."""
-    return bool(plans) and arms_spare(climb, plans)() >= 0
+    def spare(self) -> float:
+        """What a cheap rung may take now and still leave the cheapest arm its first slice."""
+        return self.climb.budget.arms_spare(self.needs(), self.least, self.climb.arm_slots, self.climb.blends)
 
-
-def arms_spare(climb, plans: list) -> Callable[[], float]:
-    """The seconds a cheap rung may take now and still leave the cheapest arm its first slice. Each cheap rung may
-    take half of what is left, so two in a row could take three quarters: at 5 minutes on emotion the frozen
-    logistic and linear heads (77 and 13 s) left the arms 62 s, where the cheapest needed 74 s, and the run
-    ended at 64% of its budget with TF-IDF."""
-    least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
-    return lambda: _arms_room(climb, plans) - least
+    def can_run(self) -> bool:
+        """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs
+        leave the arms half of what is left, and their cheapest first slice. An arm over the 1/3 cap may run alone
+        (policy.Halving)."""
+        return bool(self.plans) and self.spare() >= 0
 
 
 def warm_start(climb, rung, settings: dict) -> dict:
@@ -224,8 +215,7 @@ def _to_beat(climb, entry: dict, before: float | None) -> float:
     return climb.best_entry["validation_macro_f1"] + (lr_margin(climb.costs.n_validation) if entry.get("tuned") else 0.0)
 
 
-def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
-            runner: "Runner | None" = None) -> None:
+def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: "Runner | None" = None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
     from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped
@@ -233,7 +223,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
     from headswap.auto.policy import Arm, Halving
 
     c, log = climb.costs, climb.log
-    plans, entries = prepared
+    plans, entries = prepared.plans, prepared.entries
     climb.entries.extend(entries)
     if not plans:
         return
@@ -256,34 +246,34 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
             if tuned:
                 entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
             jobs[name] = (rung, settings, entry)
-        return Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds), jobs
+        return Halving(arms, climb.budget.share(room, runner.parallel)), jobs
 
     second = True
-    room = _arms_room(climb, plans)
+    room = prepared.room()
     policy, jobs = halving(room)
-    if not policy.queue and getattr(climb, "blends", False):
+    if not policy.queue and climb.blends:
         # The room kept to ship a second blended model is worth less than an arm: at 5 minutes on GermEval 2018 no
         # arm got a first slice beside it (e5's cheapest needed 55 s, 21 s were left) and the run used 77% of its
         # budget. blend_winner offers another candidate only while the time left pays for shipping it.
-        second, room = False, _arms_room(climb, plans, second=False)
+        second, room = False, prepared.room(second=False)
         log(f"  no arm's first slice fits beside the room kept to ship a second blended model: that room goes to "
             f"the arms")
         policy, jobs = halving(room)
     admitted = [p for p in plans if p[2].get("arm") in policy.queue]
-    wider = _arms_room(climb, admitted, second) if admitted and len(admitted) < len(plans) else room
+    wider = prepared.room(admitted, second) if admitted and len(admitted) < len(plans) else room
     if wider > room:
         # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
         # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
         # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
         again, again_jobs = halving(wider)
         chosen = [p for p in plans if p[2].get("arm") in again.queue]
-        if chosen and _reserve(climb, chosen) <= _reserve(climb, admitted):
+        if chosen and prepared.reserve(chosen) <= prepared.reserve(admitted):
             log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
             room, policy, jobs = wider, again, again_jobs
         else:
             policy, jobs = halving(room)
     log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
-        f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
+        f"{duration(policy.slice_s)} ({shown(room)} to share, {runner.parallel} at a time)")
     seen: dict[str, int] = {}
     validated: dict[str, list] = {}      # each arm's probabilities at every validation of its slices
     best_blob = None
@@ -294,7 +284,7 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                 arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
                 overhead = arm.overhead_seconds + arm.once_seconds
                 log(f"  {s.arm}: slice of {duration(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
-                    f"{duration(policy.left())} left)")
+                    f"{duration(policy.share.left())} left)")
                 runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
                              seen.get(s.arm, 0))
             if not runner.busy:
@@ -327,13 +317,10 @@ def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clo
                 climb.keep(entry, clf, result.get("validation_proba"), validated[name])
             ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
             if clf is not None and improved and ahead:
-                if isinstance(clf, bytes):
-                    best_blob, climb.best = clf, None
-                else:
+                if not isinstance(clf, bytes):
                     clean_for_shipping(clf)
-                    best_blob, climb.best = None, clf
-                climb.best_entry = entry
-                climb.budget.ship = c.reserve(jobs[name][0])     # the blend prices its other members beside it
+                best_blob = clf if isinstance(clf, bytes) else None
+                climb.take_lead(None if best_blob is not None else clf, entry, jobs[name][0])
             clf = None
             gc.collect()
         policy.finish()

@@ -75,6 +75,7 @@ def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: f
 def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
     """`models` less those whose first load would convert them into the model cache for longer than `spare`
     seconds leave room to then time one of their rungs, and a skip record for each of those."""
+    from headswap.auto.budget import shown
     from headswap.auto.ladder import PROBE_GUESS
     from headswap.reports.report_text import duration
     from headswap.models import conversion_seconds
@@ -86,7 +87,7 @@ def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str
         if convert and convert + timing > spare:
             skipped.append({"model": m, "strategy": "all", "regime": "", "reason": (
                 f"not in the model cache yet: converting it takes about {duration(convert)} (once) and timing "
-                f"a first rung {duration(timing)} more, over the {duration(max(spare, 0))} this budget "
+                f"a first rung {duration(timing)} more, over the {shown(spare)} this budget "
                 f"leaves; a run with a larger budget converts it for the next ones")})
         else:
             kept.append(m)
@@ -129,7 +130,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     from headswap.reports.html_report import model_display_name
     from headswap.auto.budget import Budget
     from headswap.auto.climb import Climb
-    from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
+    from headswap.auto.compete import compete, prepare
     from headswap.auto.ladder import Costs, plan_ladder
     from headswap.trials.measure import machine_info
     from headswap.trials.plan import BenchData, bench_files, parse_strategies
@@ -157,8 +158,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     warm_up_charts()
     # A model not yet converted into the cache converts at its first load (the vocabulary check's), in the budget:
     # one whose conversion leaves no time to use it is skipped before it starts.
-    baseline_s = baseline_seconds(len(train), len(validation), n_test, n_classes) - budget.finish
-    models, unconvertible = _convertible(models, specs, budget.spare(ship=baseline_s))
+    baseline_s = baseline_seconds(len(train), len(validation), n_test, n_classes)
+    models, unconvertible = _convertible(models, specs, budget.spare_beside_baseline(baseline_s))
     unavailable += unconvertible
     from headswap.quiet import no_progress_bars
     with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
@@ -206,38 +207,37 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     # 2. The cheap rungs of the ladder within the budget (headswap.auto.climb); frozen rungs of one model share
     # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
     costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes)
-    climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
-    climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
-    climb.blends = blend and not full["out_of_scope"]     # a reject option is not blended (ship.blend_winner)
+    misfit = {m for m, f in fits.items() if f is not None and not f.fits}
     from headswap.auto.prior import Prior, load_table
-    climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]), misfit=bool(climb.misfit))
-    summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs, "sets": climb.prior.sets}
+    prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]), misfit=bool(misfit))
+    summary["prior"] = {"shape": prior.shape, "runs": prior.runs, "sets": prior.sets}
     fine = [r for r in ladder if r.fine_tuning]
     runner = None
     if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
         from headswap.auto.runners import RayArms
         runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
+    # a reject option is not blended (ship.blend_winner)
+    climb = Climb(settings, train, validation, costs, budget, log, best, best_entry, prior=prior, misfit=misfit,
+                  blends=blend and not full["out_of_scope"], arm_slots=runner.parallel if runner is not None else 1)
     try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
-        prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
-        if arms_can_run(climb, prepared[0]):
-            climb.arms_spare = arms_spare(climb, prepared[0])
+        prepared = prepare(climb, fine, lr_search)
         with feature_cache():
-            climb.run_all([r for r in ladder if not r.fine_tuning])
+            climb.run_all([r for r in ladder if not r.fine_tuning], prepared if prepared.can_run() else None)
     except BaseException:
         if runner is not None:
             runner.close()
         raise
     with feature_cache():     # an arm's slices (and its learning-rate variants) share one pass of frozen blocks
-        compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
+        compete(climb, prepared, more_epochs=more_epochs, folder=out / ".arms", runner=runner)
     runner = None
     candidates.extend(climb.entries)
     best, best_entry = climb.best, climb.best_entry
     # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
-    shipping = {"left_seconds": round(budget.left(), 1), "reserved_seconds": round(budget.ship, 1)}  # vs. "seconds"
+    shipping = budget.begin_shipping()      # what was left and kept for it; end_shipping() adds what it took
     if best is not baseline:      # and its decisions leaned toward the rarer classes where those folds say so
         best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log, train.labels,
                                         summary, blend)
-    if getattr(climb, "halving", None):
+    if climb.halving:
         summary["halving"] = climb.halving
     climb = None
     for c in candidates:
@@ -265,10 +265,10 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     gc.collect()
     results["rows"] += _test_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), test, validation,
                                   best_entry, candidates[0], specs, full, log)
-    shipping["seconds"] = round(shipping["left_seconds"] - budget.left(), 1)   # blend, save, export, score on test
+    budget.end_shipping()      # blend, save, export, score on test
     def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
-        summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
-        summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
+        summary["elapsed_seconds"], summary["budget_used"] = budget.elapsed()
+        meta["elapsed_seconds"] = summary["elapsed_seconds"]
         write_json(results, out / "results.json")
         write_text(out / "results.md", auto_markdown(results))
 

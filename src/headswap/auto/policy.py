@@ -1,7 +1,8 @@
 """How auto shares its fine-tuning arms' time: successive halving (Jamieson & Talwalkar 2016; one bracket of
 Hyperband, Li et al. 2017) in units of training progress, with a leader that trains on. Pure policy: no torch, no
-Ray, no training; a clock is passed in; ask() says which arms train next and for how long, tell() takes what a
-slice measured (as Ray Tune's TrialScheduler and scikit-learn's successive halving split deciding from running).
+Ray, no training; the arms' share of the budget (headswap.auto.budget.Share) answers every time question; ask()
+says which arms train next and for how long, tell() takes what a slice measured (as Ray Tune's TrialScheduler and
+scikit-learn's successive halving split deciding from running).
 
 An arm is one fine-tuning candidate (model x strategy x regime, or one of its learning rates), known by its
 estimated cost: `epoch_seconds` (one epoch with its validations), `overhead_seconds` (what every slice costs besides
@@ -27,7 +28,7 @@ group pays once: a cached partial's pass of its frozen lower blocks). Its `progr
    PATIENCE_EPOCHS of training (`plateau`: patience in epochs, not one slice), its planned epochs are done
    (`finished`), or the budget ends (`budget`). If it stops with time left, the best halved arm takes over, or the
    first arm not admitted whose first slice fits.
-5. The 1/3 rule. No arm holds more than a third of the budget (CAP of `cap_seconds`, times the `parallel` slots)
+5. The 1/3 rule. No arm holds more than a third of the budget (Share.cap: of slot-seconds with `parallel` slots)
    unless it leads on validation; where no arm's least slice is under the cap, the cheapest runs alone.
 
 Why not Ray Tune's schedulers. ASHA and HyperBand promote trials on a shared `time_attr` at fixed rung levels; they
@@ -42,12 +43,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Sequence
+from typing import Sequence
 
+from headswap.auto.budget import Share, shown
 from headswap.reports.report_text import duration
 
 ETA = 2                     # survivors per round: the better 1/ETA
-CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation
 GRACE_EPOCHS = 0.25         # the least share of an epoch a slice trains
 # Arms are compared only once each has trained this much: within its first epoch a fine-tune is still in its
 # learning-rate warm-up (6% of up to 10 planned epochs), and the intent set's full fine-tune read 0.953 at a quarter
@@ -137,28 +138,20 @@ class Arm:
 class Halving:
     """Decides which arms train next and for how long: ask() hands out slices, tell() takes their results."""
 
-    def __init__(self, arms: Sequence[Arm], budget_seconds: float, clock: Callable[[], float], parallel: int = 1,
-                 cap_seconds: float | None = None):
+    def __init__(self, arms: Sequence[Arm], share: Share):
         self.arms = {a.name: a for a in arms}
         if len(self.arms) != len(arms):
             raise ValueError("arm names must differ")
-        self.clock, self.parallel = clock, max(1, int(parallel))
-        self.start = clock()
-        self.deadline = self.start + budget_seconds
-        # A third of what the machines can give: with `parallel` slots an arm's slot does not take time from
-        # another's, so the cap is of slot-seconds (on one machine, of the budget).
-        self.cap = CAP * (budget_seconds if cap_seconds is None else cap_seconds) * self.parallel
+        # Every time question (what is left, an arm's cap, the clock a slice is timed by) is the share's
+        self.share, self.parallel, self.cap = share, share.slots, share.cap
         self.round: int | str = 0
         self.target = 0.0            # the epochs every arm of this round trains to
         self.queue: list[str] = []
         self.running: dict[str, Slice] = {}
         self.leader: str | None = None
-        self._admit(list(arms), budget_seconds)
+        self._admit(list(arms), share.seconds)
 
     # ---- state ------------------------------------------------------------------------------------------------
-    def left(self) -> float:
-        return self.deadline - self.clock()
-
     def best(self) -> Arm | None:
         """The arm with the best validation score, stopped or not (ties: the earlier)."""
         scored = [a for a in self.arms.values() if a.best is not None]
@@ -247,7 +240,7 @@ class Halving:
             seconds = self._fit(arm, planned)
             if seconds is None:
                 continue
-            s = Slice(arm.name, self.round, seconds, target=target, start=self.clock(), best_before=arm.best)
+            s = Slice(arm.name, self.round, seconds, target=target, start=self.share.now(), best_before=arm.best)
             arm.status = ArmStatus.RUNNING
             self.running[arm.name] = s
             out.append(s)
@@ -258,25 +251,22 @@ class Halving:
     def _fit(self, arm: Arm, planned: float) -> float | None:
         """The slice cut to what is left and to the arm's room under the cap; None (and the arm stopped) when too
         little of either is left for a useful slice."""
-        left = self.left()
         alone = len(self.live()) == 1 and arm.best is None
-        room = math.inf if self.leads(arm) or alone else self.cap - arm.seconds
-        seconds = min(planned, left, room)
+        seconds, left, capped = self.share.cut(planned, arm.seconds, self.leads(arm) or alone)
         if seconds >= arm.least_slice:
             return seconds
-        if room < min(planned, left):
+        if capped:
             self._stop(arm, Stop.CAP, f"holds {duration(arm.seconds)}, about a third of the budget, and does not lead on "
                                       f"validation")
         else:
-            self._stop(arm, Stop.BUDGET, f"the budget ended: {duration(max(left, 0))} left, a slice needs "
+            self._stop(arm, Stop.BUDGET, f"the budget ended: {shown(left)} left, a slice needs "
                                          f"{duration(arm.least_slice)}")
         return None
 
     def _lead_slice(self, arm: Arm) -> float:
         """A leader trains an epoch a slice (validated inside it), and the last slice takes what is left when that
         would be less than a slice."""
-        planned = max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds)
-        return self.left() if self.left() - planned < arm.least_slice else planned
+        return self.share.last_slice(max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds), arm.least_slice)
 
     def _next_phase(self) -> None:
         live = [a for a in self.live() if a.name in self.members] if self.round != "lead" else []
@@ -289,7 +279,7 @@ class Halving:
                                            f"{i} of {len(ranked)} on validation ({_f(a.best)}; the survivors' worst "
                                            f"{_f(worst_kept)})")
             survivors = ranked[:keep]
-            more = self._epochs(survivors, max(self.left(), 0)) if len(survivors) > 1 else None
+            more = self._epochs(survivors, self.share.remaining()) if len(survivors) > 1 else None
             if more is not None:
                 self.round += 1
                 order = list(self.arms)
@@ -302,7 +292,7 @@ class Halving:
         # those, one that was not admitted, where what a finished leader left holds its first slice (SMS spam at
         # 5 minutes: the one arm admitted finished its planned epochs with 46 s of the arms' 126 s unused).
         pick = [a for a in self.arms.values() if a.status == ArmStatus.RUNNING or a.kind in (
-            Stop.HALVED, Stop.NOT_ADMITTED) and min(self.left(), self.cap - a.seconds) >= a.least_slice]
+            Stop.HALVED, Stop.NOT_ADMITTED) and self.share.holds(a.least_slice, a.seconds)]
         if not pick:
             self.queue = []
             return
@@ -324,7 +314,7 @@ class Halving:
         included, as the training loop ranks them); progress: the epochs the arm has now trained, and
         train_seconds the slice's training time (both as the runner measured them; None: from the plan)."""
         arm, s = self.arms[name], self.running.pop(name)
-        s.end, s.node = self.clock(), node
+        s.end, s.node = self.share.now(), node
         took = s.end - s.start
         arm.seconds += took
         once = arm.once_seconds
@@ -366,7 +356,7 @@ class Halving:
             if waited >= PATIENCE_EPOCHS - 1e-9:
                 self._stop(arm, Stop.PLATEAU, f"validation stopped improving: {waited:.1f} epochs without beating "
                                               f"{_f(arm.best)}, nor tying it at a lower loss")
-            elif self.left() > 0:
+            elif self.share.going():
                 self.queue.append(name)
 
     def finish(self) -> None:
@@ -378,12 +368,13 @@ class Halving:
                 self._stop(a, Stop.BUDGET, "the budget ended")
 
     def summary(self) -> dict:
-        return {"budget_seconds": self.deadline - self.start, "cap_seconds": self.cap, "parallel": self.parallel,
+        origin = self.share.start
+        return {"budget_seconds": self.share.given(), "cap_seconds": self.cap, "parallel": self.parallel,
                 "leader": self.leader,
                 "arms": {n: {"status": a.status.value, "stopped_because": a.kind.value if a.kind else None,
                              "why": a.why, "best": a.best, "seconds": round(a.seconds, 2),
-                             "epochs": round(a.progress, 3), "slices": [s.to_dict(self.start) for s in a.slices],
-                             "curve": [[round(t - self.start, 2), v] for t, v in a.curve]}
+                             "epochs": round(a.progress, 3), "slices": [s.to_dict(origin) for s in a.slices],
+                             "curve": [[round(t - origin, 2), v] for t, v in a.curve]}
                          for n, a in self.arms.items()}}
 
 

@@ -109,7 +109,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         if c is mine:
             continue
         cost = costs.reserve(c.entry["plan"]) if c.entry.get("plan") is not None else 0.0
-        if budget.spare(ship=budget.ship + cost) < 0:        # not even beside the best alone
+        if budget.spare_to_ship(cost) < 0:        # not even beside the best alone
             priced_out.append(f"{label(c.entry)} (shipping it too: {duration(cost)})")
             continue
         model = c.loaded()
@@ -124,7 +124,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
                         picked_from=[[np.asarray(q)[:, k] for q in c.picked_from] for c, k in zip(offered, cols)],
                         prior=prior)
         dear = [k for k, w in enumerate(chosen.weights) if w > 0 and price[k] > 0]
-        if not chosen.kept or not dear or budget.spare(ship=budget.ship + sum(price[k] for k in dear)) >= 0:
+        if not chosen.kept or not dear or budget.spare_to_ship(sum(price[k] for k in dear)) >= 0:
             break
         # Priced after the choice, not in the pool's order: at 15 minutes on GermEval 2018 the room for one more
         # model went to the pool's next best, and the frozen MLP head, which the blend would have taken, was out.
