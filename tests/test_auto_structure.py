@@ -10,12 +10,18 @@ from pathlib import Path
 
 AUTO = Path(__file__).resolve().parents[1] / "src" / "headswap" / "auto"
 HOME = "budget.py"
-# Calls that read the clock or say what is left of it, wherever they are made ...
-READINGS = {"left", "spent", "spare", "remaining", "room", "clock"}
-# ... and any method of an object held as one of these: the Budget, or the arms' Share of it.
+# A Budget's (or the arms' Share's) own numbers, on an object held under one of these names: arithmetic on them is a
+# time rule too, and so is setting them.
 HOLDERS = {"budget", "share"}
-# A Budget's (or Share's) own numbers: arithmetic on them is a time rule too.
 FIELDS = {"seconds", "ship", "finish", "margin", "started", "cheap_from"}
+
+
+def readings(home: Path) -> set[str]:
+    """What reads the time: the clock, and every method of the classes in `home` that answers seconds (returns a
+    float: left, spare, room, cap, ...), wherever it is called."""
+    tree = ast.parse(home.read_text(encoding="utf-8"))
+    return {"clock"} | {f.name for c in tree.body if isinstance(c, ast.ClassDef) for f in c.body
+                        if isinstance(f, ast.FunctionDef) and f.returns is not None and ast.unparse(f.returns) == "float"}
 
 
 def _held_by(node: ast.AST) -> str | None:
@@ -24,7 +30,8 @@ def _held_by(node: ast.AST) -> str | None:
 
 
 class _TimeArithmetic(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, readings: set[str]):
+        self.readings = readings
         self.found: list[tuple[int, str]] = []
         self.scopes: list[set[str]] = [set()]      # per function: names bound to a reading
 
@@ -32,8 +39,7 @@ class _TimeArithmetic(ast.NodeVisitor):
         """Whether `node` is what the budget says of the time: a reading call, a budget's field, or a name bound to
         either in this function."""
         if isinstance(node, ast.Call):
-            f = node.func
-            return (_held_by(f) in READINGS or isinstance(f, ast.Attribute) and _held_by(f.value) in HOLDERS)
+            return _held_by(node.func) in self.readings
         if isinstance(node, ast.Attribute):
             return node.attr in FIELDS and _held_by(node.value) in HOLDERS
         if isinstance(node, ast.Name):
@@ -99,11 +105,11 @@ class _TimeArithmetic(ast.NodeVisitor):
 
 def time_arithmetic(folder: Path, home: str = HOME) -> list[str]:
     """'file:line: what' for each time rule in `folder`'s modules outside `home`."""
-    found = []
+    found, said = [], readings(folder / home)
     for path in sorted(folder.glob("*.py")):
         if path.name == home:
             continue
-        visitor = _TimeArithmetic()
+        visitor = _TimeArithmetic(said)
         visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
         found += [f"{path.name}:{line}: {what}" for line, what in sorted(visitor.found)]
     return found
@@ -115,14 +121,23 @@ def test_time_left_is_counted_in_budget_py_alone():
 
 
 def test_time_arithmetic_outside_the_budget_is_found(tmp_path):
-    (tmp_path / "budget.py").write_text("def left(self):\n    return self.deadline - self.clock()\n")
+    (tmp_path / "budget.py").write_text(
+        "class Budget:\n"
+        "    def spare(self) -> float: ...\n"
+        "    def room(self, reserve: float) -> float: ...\n"
+        "    def probe_room(self, guess: float) -> tuple[float, float]: ...\n"
+        "class Share:\n"
+        "    def left(self) -> float:\n"
+        "        return self.deadline - self.budget.clock()\n"
+        "    def whole_epochs(self, epoch: float) -> int: ...\n")
+    assert readings(tmp_path / "budget.py") == {"clock", "spare", "room", "left"}
     (tmp_path / "rules.py").write_text(
         "from headswap.auto.budget import CAP\n"                         # 1
         "def run(self, est, planned):\n"
         "    if self.budget.spare() <= 0 or est > self.budget.room(3.0):\n"   # 3: comparing an answer: fine
         "        return None\n"
         "    left = self.share.left()\n"
-        "    took = self.end - self.begin\n"                            # 6: a measured duration: fine
+        "    took = self.end - self.share.whole_epochs(2.0)\n"          # 6: not seconds: fine
         "    limit = min(planned, left)\n"                              # 7
         "    half = self.budget.room(est) / 2\n"                        # 8
         "    self.budget.ship = est\n"                                  # 9
@@ -139,3 +154,4 @@ def test_time_arithmetic_outside_the_budget_is_found(tmp_path):
         "rules.py:10: time arithmetic: CAP * self.budget.seconds",
         "rules.py:11: a deadline of its own",
         "rules.py:11: time arithmetic: self.deadline - clock()"]
+

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from headswap.auto.budget import CAP, Budget
-from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving
+from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving, admit
+from headswap.auto.records import Action, Decision, Phase, Stop
 
 
 class Clock:
@@ -41,7 +42,7 @@ def play(policy: Halving, clock: Clock, score, log=None, busy=None):
             clock.now += took
             trained[s.arm] = trained.get(s.arm, 0.0) + took
             if log is not None:
-                log.append((s.arm, s.round, round(s.seconds, 3)))
+                log.append((s.arm, s.label, round(s.seconds, 3)))
             policy.tell(s.arm, points)
 
 
@@ -86,8 +87,8 @@ def test_a_leader_that_stops_improving_stops_and_a_halved_arm_takes_over_with_it
     a0, a1 = policy.arms["arm0"], policy.arms["arm1"]
     assert a0.kind == "plateau" and "stopped improving" in a0.why
     assert a0.best == pytest.approx(0.9) and policy.best() is a0     # stopped, its best kept: still the winner
-    assert a1.slices[0].round == 0 and [s.round for s in a1.slices[1:]] and \
-        all(s.round == "lead" for s in a1.slices[1:])                  # halved first, then it took over
+    assert a1.slices[0].round == 0 and a1.slices[0].phase is Phase.HALVING and [s for s in a1.slices[1:]] and \
+        all(s.phase is Phase.LEAD for s in a1.slices[1:])               # halved first, then it took over
     # and, not leading, it held at most a third of the budget
     assert a1.seconds <= CAP * 1200 + 1e-6 and a1.kind == "cap"
 
@@ -127,12 +128,12 @@ def test_parallel_slots_run_a_round_at_once_and_failures_stop_an_arm():
     assert len(first) == 4 and policy.ask() == []          # all four at once; none more until they report
     assert first[0].seconds == pytest.approx(1200.0 / 3)    # rounds: 2 halving + the lead, each a third
     clock.now += first[0].seconds
-    for i, s in enumerate(first):
-        if i == 3:
-            policy.tell(s.arm, error="RuntimeError: out of memory")
-        else:
-            policy.tell(s.arm, [(clock.now, 0.5 + i / 10)])
+    decided = [policy.tell(s.arm, error="RuntimeError: out of memory") if i == 3 else
+               policy.tell(s.arm, [(clock.now, 0.5 + i / 10)]) for i, s in enumerate(first)]
     assert policy.arms["arm3"].status == "failed" and "out of memory" in policy.arms["arm3"].why
+    # each waits for the round's end, where the worse half stops; the failed arm stops now, saying why
+    assert decided[:3] == [Decision(Action.HALVE)] * 3
+    assert decided[3] == Decision(Action.STOP, Stop.FAILED, policy.arms["arm3"].why)
     second = policy.ask()
     assert sorted(s.arm for s in second) == ["arm1", "arm2"]      # the better half of the three that ran
 
@@ -221,7 +222,7 @@ def test_a_leader_stops_on_a_plateau_only_after_its_patience_in_epochs_without_g
     n = int(PATIENCE_EPOCHS / 0.5)      # the slices without gain that patience allows
     scores = iter([0.80, 0.85] + [0.85] * (n + 2))
     progress = 0.0
-    stopped_at = None
+    stopped_at, decided = None, []
     for i in range(n + 4):
         [s] = policy.ask() or [None]
         if s is None:
@@ -229,8 +230,11 @@ def test_a_leader_stops_on_a_plateau_only_after_its_patience_in_epochs_without_g
             break
         clock.now += 55.0
         progress += 0.5
-        policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0)
+        decided.append(policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0))
     arm = policy.arms["only"]
+    # the leader trains on, slice after slice, until its patience runs out
+    assert [d.action for d in decided] == [Action.CONTINUE] * (n + 1) + [Action.STOP]
+    assert decided[-1].stop is Stop.PLATEAU and decided[-1].why == arm.why
     assert arm.kind == "plateau" and arm.progress == pytest.approx(1.0 + PATIENCE_EPOCHS) and stopped_at == n + 2
     assert f"{PATIENCE_EPOCHS:.1f} epochs without beating 0.8500" in arm.why and PATIENCE_EPOCHS >= 2
 
@@ -293,3 +297,18 @@ def test_what_a_finished_leader_leaves_goes_to_an_arm_that_was_not_admitted():
     policy.tell("full", [(clock.now, 0.85)])
     assert policy.ask() == [] and policy.arms["cached"].kind == "finished"
 
+
+def test_admission_is_decided_before_the_policy_is_built_and_changes_no_arm():
+    """compete chooses the arms' room by asking which arms each room would admit (admit), then builds the policy
+    once: asking changes nothing, and the policy admits what admit said."""
+    clock = Clock()
+    group = [Arm("cached", 50.0, 40.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
+             Arm("cached lr", 50.0, 40.0)]
+    budget = Budget(400.0, clock, clock())
+    small, large = admit(group, budget.share(400.0)), admit(group, budget.share(4000.0))
+    assert small.queue == ["cached", "cached lr"] and small.refused["full"][0] is Stop.NOT_ADMITTED
+    assert large.queue == ["cached", "full", "similarity", "cached lr"] and large.refused == {}
+    assert all(a.status == "waiting" and a.kind is None for a in group)
+    policy = Halving(group, budget.share(400.0))
+    assert policy.queue == small.queue and policy.target == pytest.approx(small.target)
+    assert policy.arms["full"].kind == "not admitted" and policy.arms["full"].why == small.refused["full"][1]

@@ -250,12 +250,12 @@ class Share:
         """left(), or 0 once past the end."""
         return max(self.left(), 0)
 
-    def going(self) -> bool:
-        """Whether any of the share is left."""
-        return self.left() > 0
-
     def given(self) -> float:
         return self.deadline - self.start
+
+    def whole_epochs(self, epoch_seconds: float) -> int:
+        """The epochs of `epoch_seconds` the whole share would buy one arm, counted up."""
+        return math.ceil(self.seconds / max(epoch_seconds, 1e-9))
 
     def cut(self, planned: float, held: float, free: bool) -> tuple[float, float, bool]:
         """A slice of `planned` seconds cut to what is left and, unless `free` (it leads, or runs alone), to what an

@@ -12,7 +12,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from headswap.auto.budget import ArmNeed, shown
+from headswap.auto.budget import ArmNeed, Share, shown
+from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving, admit
+from headswap.auto.records import Phase
+from headswap.reports.report_text import duration
 
 if TYPE_CHECKING:
     from headswap.auto.runners import Runner
@@ -120,16 +123,12 @@ def prepare(climb, rungs: list, lr_search: bool = True) -> Arms:
 def _probe_limit(climb, rung) -> float:
     """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
     must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    from headswap.auto.policy import GRACE_EPOCHS
-
     steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
     return climb.budget.arm_probe_limit(steps)
 
 
 def _least_slice(c, rung) -> float:
     """The probed rung's least useful slice, as halving.Arm counts it (its overhead and a first share of an epoch)."""
-    from headswap.auto.policy import Arm
-
     epoch, overhead, _ = _costs(c, rung)
     return Arm("", epoch, overhead, once_seconds=c.lower_pass(rung)).least_slice
 
@@ -215,119 +214,159 @@ def _to_beat(climb, entry: dict, before: float | None) -> float:
     return climb.best_entry["validation_macro_f1"] + (lr_margin(climb.costs.n_validation) if entry.get("tuned") else 0.0)
 
 
-def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: "Runner | None" = None) -> None:
+def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: Runner | None = None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
-    from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped
-    from headswap.reports.report_text import duration
-    from headswap.auto.policy import Arm, Halving
+    from headswap.auto.runners import LocalArms
 
-    c, log = climb.costs, climb.log
-    plans, entries = prepared.plans, prepared.entries
-    climb.entries.extend(entries)
-    if not plans:
+    climb.entries.extend(prepared.entries)
+    if not prepared.plans:
         return
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
+    arms = [_arm(climb.costs, rung, entry) for rung, _, entry in prepared.plans]
+    share = _share(climb, prepared, arms, runner.parallel)
+    jobs = _jobs(climb, prepared.plans, share, more_epochs)
+    policy = Halving(arms, share)
+    climb.log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
+              f"{duration(policy.slice_s)} ({shown(share.seconds)} to share, {runner.parallel} at a time)")
+    Match(climb, policy, jobs, runner).play()
+    _record(climb, policy, jobs)
 
-    def halving(room: float):
-        arms, jobs = [], {}
-        for rung, tuned, entry in plans:
-            epoch, overhead, every = _costs(c, rung)
-            planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
-                if more_epochs else rung.epochs
-            name = arm_name(entry)
-            # The first slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the
-            # others reuse it (one group): each plans for it until one has run, as the variant admitted alone at 5
-            # minutes on GermEval 2018 must (planned without it, its slice ran 84 s of the 51 the arms had).
-            arms.append(Arm(name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key)))
-            settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
-            settings.update(warm_start(climb, rung, settings))
-            entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
-            if tuned:
-                entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
-            jobs[name] = (rung, settings, entry)
-        return Halving(arms, climb.budget.share(room, runner.parallel)), jobs
 
-    second = True
-    room = prepared.room()
-    policy, jobs = halving(room)
-    if not policy.queue and climb.blends:
+def _arm(c, rung, entry: dict):
+    """The rung (or learning-rate variant) `entry` as the policy knows it: its name and estimated costs. The first
+    slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the others reuse it
+    (one group): each plans for it until one has run, as the variant admitted alone at 5 minutes on GermEval 2018
+    must (planned without it, its slice ran 84 s of the 51 the arms had)."""
+    epoch, overhead, _ = _costs(c, rung)
+    return Arm(arm_name(entry), epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key))
+
+
+def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
+    """The arms' share of the budget (Arms.room): what is left less the room to ship the winner among them, and a
+    second blended model where that still admits an arm; where only some arms are admitted, the room to ship those
+    alone, unless that admits one dearer to ship."""
+    budget, plans = climb.budget, prepared.plans
+    second, room = True, prepared.room()
+    queue = admit(arms, budget.share(room, parallel)).queue
+    if not queue and climb.blends:
         # The room kept to ship a second blended model is worth less than an arm: at 5 minutes on GermEval 2018 no
         # arm got a first slice beside it (e5's cheapest needed 55 s, 21 s were left) and the run used 77% of its
         # budget. blend_winner offers another candidate only while the time left pays for shipping it.
         second, room = False, prepared.room(second=False)
-        log(f"  no arm's first slice fits beside the room kept to ship a second blended model: that room goes to "
-            f"the arms")
-        policy, jobs = halving(room)
-    admitted = [p for p in plans if p[2].get("arm") in policy.queue]
+        climb.log("  no arm's first slice fits beside the room kept to ship a second blended model: that room goes "
+                  "to the arms")
+        queue = admit(arms, budget.share(room, parallel)).queue
+    admitted = [p for p in plans if arm_name(p[2]) in queue]
     wider = prepared.room(admitted, second) if admitted and len(admitted) < len(plans) else room
     if wider > room:
         # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
         # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
         # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
-        again, again_jobs = halving(wider)
-        chosen = [p for p in plans if p[2].get("arm") in again.queue]
+        queue = admit(arms, budget.share(wider, parallel)).queue
+        chosen = [p for p in plans if arm_name(p[2]) in queue]
         if chosen and prepared.reserve(chosen) <= prepared.reserve(admitted):
-            log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
-            room, policy, jobs = wider, again, again_jobs
-        else:
-            policy, jobs = halving(room)
-    log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
-        f"{duration(policy.slice_s)} ({shown(room)} to share, {runner.parallel} at a time)")
-    seen: dict[str, int] = {}
-    validated: dict[str, list] = {}      # each arm's probabilities at every validation of its slices
-    best_blob = None
-    try:
-        while True:
-            for s in policy.ask():
-                rung, settings, entry = jobs[s.arm]
-                arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
-                overhead = arm.overhead_seconds + arm.once_seconds
-                log(f"  {s.arm}: slice of {duration(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
-                    f"{duration(policy.share.left())} left)")
-                runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
-                             seen.get(s.arm, 0))
-            if not runner.busy:
-                break
-            name, clf, result = runner.wait()
-            start = policy.running[name].start
-            seen[name] = result.get("history_length", seen.get(name, 0))
-            validated.setdefault(name, []).extend(result.get("validation_probas") or [])
-            before = policy.arms[name].best
-            policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
-                          finished=result.get("finished", False), node=result.get("node"),
-                          improved=result.get("better", False), progress=result.get("progress"),
-                          train_seconds=result.get("train_seconds"))
-            arm, entry = policy.arms[name], jobs[name][2]
-            to_beat = _to_beat(climb, entry, before)
-            if result.get("notes"):
-                entry["notes"] = result["notes"]
-            if result.get("started_from"):
-                entry["started_from"] = result["started_from"]
-                log(f"    {name} started from the head of {result['started_from']}")
-            if arm.best is not None:
-                entry["validation_macro_f1"] = arm.best
-            log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
-                                   f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
-                                   "no validation yet") + (f"; {arm.why}" if arm.why else ""))
-            # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
-            # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
-            improved = result.get("better", False)
-            if improved and arm.best is not None:
-                climb.keep(entry, clf, result.get("validation_proba"), validated[name])
-            ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
-            if clf is not None and improved and ahead:
-                if not isinstance(clf, bytes):
-                    clean_for_shipping(clf)
-                best_blob = clf if isinstance(clf, bytes) else None
-                climb.take_lead(None if best_blob is not None else clf, entry, jobs[name][0])
-            clf = None
-            gc.collect()
-        policy.finish()
-    finally:
-        runner.close()
-    if best_blob is not None:
-        climb.best = load_shipped(best_blob)
+            climb.log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
+            room = wider
+    return budget.share(room, parallel)
+
+
+def _jobs(climb, plans: list, share: Share, more_epochs: bool) -> dict[str, tuple]:
+    """Each arm's (rung, settings of its every slice, entry): its schedule planned over as many epochs as its share
+    could give it (with more_epochs: so a leader can train on), from the best frozen head of its kind."""
+    jobs = {}
+    for rung, tuned, entry in plans:
+        epoch, overhead, every = _costs(climb.costs, rung)
+        planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, share.whole_epochs(epoch))) if more_epochs else rung.epochs
+        name = arm_name(entry)
+        settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
+        settings.update(warm_start(climb, rung, settings))
+        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
+        if tuned:
+            entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
+        jobs[name] = (rung, settings, entry)
+    return jobs
+
+
+class Match:
+    """The arms' slices on a runner as the policy hands them out: each result told to the policy, recorded in its
+    arm's entry, offered to the blend, and made climb's best when it leads."""
+
+    def __init__(self, climb, policy, jobs: dict[str, tuple], runner: Runner):
+        self.climb, self.policy, self.jobs, self.runner = climb, policy, jobs, runner
+        self.seen: dict[str, int] = {}           # each arm's training-history entries so far
+        self.validated: dict[str, list] = {}     # each arm's probabilities at every validation of its slices
+        self.blob: bytes | None = None           # the best arm's model, as a Ray worker sent it, until loaded
+
+    def play(self) -> None:
+        from headswap.auto.runners import load_shipped
+
+        try:
+            while True:
+                for s in self.policy.ask():
+                    self.start(s)
+                if not self.runner.busy:
+                    break
+                name, clf, result = self.runner.wait()
+                self.take(name, clf, result)
+                clf = None
+                gc.collect()
+            self.policy.finish()
+        finally:
+            self.runner.close()
+        if self.blob is not None:
+            self.climb.best = load_shipped(self.blob)
+
+    def start(self, s) -> None:
+        rung, settings, _ = self.jobs[s.arm]
+        arm = self.policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
+        overhead = arm.overhead_seconds + arm.once_seconds
+        said_round = "lead" if s.phase is Phase.LEAD else s.round + 1
+        self.climb.log(f"  {s.arm}: slice of {duration(s.seconds)} (round {said_round}, "
+                       f"{duration(self.policy.share.left())} left)")
+        self.runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
+                          self.seen.get(s.arm, 0))
+
+    def take(self, name: str, clf, result: dict) -> None:
+        """A slice came back: told to the policy, recorded in its entry, kept for the blend, the best if it leads."""
+        climb, policy = self.climb, self.policy
+        start = policy.running[name].start
+        self.seen[name] = result.get("history_length", self.seen.get(name, 0))
+        self.validated.setdefault(name, []).extend(result.get("validation_probas") or [])
+        before = policy.arms[name].best
+        decision = policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
+                               finished=result.get("finished", False), node=result.get("node"),
+                               improved=result.get("better", False), progress=result.get("progress"),
+                               train_seconds=result.get("train_seconds"))
+        arm, (rung, _, entry) = policy.arms[name], self.jobs[name]
+        to_beat = _to_beat(climb, entry, before)
+        if result.get("notes"):
+            entry["notes"] = result["notes"]
+        if result.get("started_from"):
+            entry["started_from"] = result["started_from"]
+            climb.log(f"    {name} started from the head of {result['started_from']}")
+        if arm.best is not None:
+            entry["validation_macro_f1"] = arm.best
+        climb.log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
+                                     f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
+                                     "no validation yet") + (f"; {decision.why}" if decision.why else ""))
+        # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
+        # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
+        improved = result.get("better", False)
+        if improved and arm.best is not None:
+            climb.keep(entry, clf, result.get("validation_proba"), self.validated[name])
+        ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
+        if clf is not None and improved and ahead:
+            from headswap.auto.runners import clean_for_shipping
+
+            if not isinstance(clf, bytes):
+                clean_for_shipping(clf)
+            self.blob = clf if isinstance(clf, bytes) else None
+            climb.take_lead(None if self.blob is not None else clf, entry, rung)
+
+
+def _record(climb, policy, jobs: dict[str, tuple]) -> None:
+    """Each arm's entry as the policy ends it: its slices, curve, seconds, epochs and why it stopped."""
     summary = policy.summary()
     for name, (rung, settings, entry) in jobs.items():
         a = summary["arms"][name]
