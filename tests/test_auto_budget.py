@@ -19,6 +19,7 @@ from cli_run import invoke
 from headswap.auto.main import auto
 from headswap.auto.budget import FINAL_MARGIN, Budget, baseline_seconds, end_line, process_age
 from headswap.auto.climb import Climb, entry_for
+from headswap.auto.records import Entry, Status
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
 from headswap.trials.measure import ProbeTooSlow, probe_timing
 from headswap.data.load import from_lists
@@ -46,7 +47,7 @@ def _climb(enc, clock, budget, finish=2.0, **kwargs):
     rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1, regime="full")
     start = clock()
     costs = Costs(len(data), 10, 10, 16)
-    base = {"status": "ran", "validation_macro_f1": 0.5}
+    base = Entry("tfidf", "tfidf", "tfidf-logreg", "baseline", "baseline", status=Status.RAN, validation_macro_f1=0.5)
     climb = Climb({"progress": False}, data, data, costs, Budget(budget, clock, start, finish=finish),
                   lambda _: None, None, base, **kwargs)
     return climb, rungs[0]
@@ -63,7 +64,7 @@ def test_a_probe_that_could_overrun_what_is_left_is_not_started(world, monkeypat
     entry = entry_for(rung)
     assert climb.budget.spare() < 2 * guess
     assert climb.probe(rung, entry) is False
-    assert calls == [] and entry["status"] == "skipped" and entry["reason"].startswith("not timed:"), entry
+    assert calls == [] and entry.status == "skipped" and entry.reason.startswith("not timed:"), entry
 
 
 def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeypatch):
@@ -86,7 +87,7 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
     entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
     assert seen == [pytest.approx(spare / 4)]
-    assert entry["status"] == "skipped" and entry["reason"].startswith("too slow for the")
+    assert entry.status == "skipped" and entry.reason.startswith("too slow for the")
     assert climb.budget.left() >= 5.0 + 7.0
     assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], spare / 4))
 
@@ -323,8 +324,8 @@ def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit
     climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"misfit": 120.0, "fits": 200.0}, misfit={"misfit"})
     climb.run_all(rungs, SpareAll())
     assert ran == ["fits"]          # first, though dearer; then 200 + 120 s would pass 300 s, a third of 900
-    skipped = next(e for e in climb.entries if e["model"] == "misfit")
-    assert skipped["status"] == "skipped" and "third of the budget" in skipped["reason"], skipped
+    skipped = next(e for e in climb.entries if e.model == "misfit")
+    assert skipped.status == "skipped" and "third of the budget" in skipped.reason, skipped
     assert climb.budget.tier_left() == pytest.approx(900.0 / 3 - 200.0)
 
 
@@ -332,7 +333,7 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     """Each cheap rung may take half of what is left, but not what the cheapest arm needs for its first slice:
     two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
     minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
-    from headswap.auto.compete import Arms
+    from headswap.auto.compete import Arms, Plan
 
     _, enc, _, _ = world
     clock = FakeClock()
@@ -342,14 +343,14 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     # and so does shipping it (loading, then six loads to save and export)
     climb.costs.probes[full.cost_key] = {"load_seconds": 50.0, "train_batch_seconds": 300.0,
                                          "inference_seconds_per_text": 0.0, "train_startup_seconds": 0.0}
-    arms = Arms(climb, [(full, {}, entry_for(full))], [])
+    arms = Arms(climb, [Plan(full, {}, entry_for(full))], [])
     # what the arms would share now (900 s less the finish, shipping the arm and the margin) less their first slice
     assert arms.spare() == pytest.approx(900.0 - 2.0 - 350.0 - FINAL_MARGIN * 900.0 - 350.0)      # 180 s
     climb.run_all(rungs, arms)
     # 100 s leaves the arms 80 s; a second 100 s would be over them; 30 s leaves them 50 s
     assert ran == ["third", "first"]
-    skipped = next(e for e in climb.entries if e["model"] == "second")
-    assert skipped["status"] == "skipped" and "cheapest first slice" in skipped["reason"], skipped
+    skipped = next(e for e in climb.entries if e.model == "second")
+    assert skipped.status == "skipped" and "cheapest first slice" in skipped.reason, skipped
     assert arms.spare() == pytest.approx(180.0 - 130.0)
 
 

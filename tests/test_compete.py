@@ -10,11 +10,17 @@ import pytest
 
 from headswap.auto.budget import Budget
 from headswap.auto.climb import Climb
-from headswap.auto.compete import Arms, compete
+from headswap.auto.compete import Arms, Plan, compete
 from headswap.auto.ladder import Rung
+from headswap.auto.records import Entry
 from headswap.data.load import from_lists
 
 VALIDATION = from_lists(["a", "b"], ["x", "y"])
+
+
+def row(strategy: str, regime: str, rung: str | None = None, tuned: dict | None = None) -> Entry:
+    """The report's row of a fine-tuning rung of the model "enc"."""
+    return Entry("enc", "enc", strategy, regime, "fine-tune", rung=rung or regime, tuned=tuned)
 
 
 class Clock:
@@ -106,7 +112,7 @@ class Recorded(Climb):
         self.kept, self.probed, self.slow = [], [], slow or {}
 
     def keep(self, entry, model, proba, picked_from=None):
-        self.kept.append((entry["rung"], model.slice, proba, picked_from))
+        self.kept.append((entry.rung, model.slice, proba, picked_from))
         super().keep(entry, model, proba, picked_from)
 
     def probe(self, rung, entry, most=math.inf):
@@ -118,25 +124,27 @@ class Recorded(Climb):
 
 
 def climb_for(clock, budget=900.0, costs=None, log=None, slow=None, **kwargs) -> Recorded:
-    baseline = {"model": "tfidf", "validation_macro_f1": 0.5}
+    baseline = Entry("tfidf", "tfidf", "tfidf-logreg", "baseline", "baseline", validation_macro_f1=0.5)
     return Recorded({}, None, VALIDATION, costs or Costs(), Budget(budget, clock, 0.0), log or (lambda msg: None),
                     None, baseline, slow=slow, **kwargs)
 
 
 def arms_of(climb, plans) -> Arms:
-    return Arms(climb, plans, [entry for _, _, entry in plans])
+    """The arms of `plans`, (rung, tuned rate, entry) each, as prepare() would give them."""
+    plans = [Plan(*p) for p in plans]
+    return Arms(climb, plans, [p.entry for p in plans])
 
 
 def test_a_leading_arm_ships_the_weights_of_its_best_slice_not_its_first():
     clock = Clock()
     rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
-    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    entry = row("encoder-mlp", "full")
     # it leads after its first slice (0.6 over TF-IDF's 0.5), improves twice, then stops improving
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.6, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]})
     climb = climb_for(clock)
     compete(climb, arms_of(climb, [(rung, {}, entry)]), folder="unused", runner=runner)
     assert len(runner.started) >= 3
-    assert climb.best_entry is entry and entry["validation_macro_f1"] == 0.8
+    assert climb.best_entry is entry and entry.validation_macro_f1 == 0.8
     assert climb.best.score == 0.8 and climb.best.slice == 3      # the slice that reached 0.8, not the first
     # each slice that improved the arm is offered to the blend with its validation probabilities, and no other
     assert [k[:3] for k in climb.kept] == [("full", k, f"probabilities of slice {k}") for k in (1, 2, 3)]
@@ -150,7 +158,7 @@ def test_an_arm_that_takes_the_lead_is_the_one_whose_shipping_the_budget_keeps_r
     arms took the lead from TF-IDF, and the blend was priced with nothing kept to ship the arm)."""
     clock = Clock()
     rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
-    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    entry = row("encoder-mlp", "full")
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7]})
     climb = climb_for(clock, costs=Costs(ship=12.0))
     compete(climb, arms_of(climb, [(rung, {}, entry)]), folder="unused", runner=runner)
@@ -162,7 +170,7 @@ def test_a_leader_whose_score_saturates_ships_the_slice_that_ties_it_at_a_lower_
     loop keeps a tie at a lower validation loss, and auto ships that slice, not the first to reach 1.0."""
     clock = Clock()
     rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
-    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+    entry = row("encoder-mlp", "full")
     runner = Runner(clock, {"enc · encoder-mlp · full": [1.0] * 8},
                     better={"enc · encoder-mlp · full": [True, True, False] + [False] * 5})
     climb = climb_for(clock)
@@ -173,8 +181,8 @@ def test_a_leader_whose_score_saturates_ships_the_slice_that_ties_it_at_a_lower_
 def test_a_learning_rate_variant_takes_the_lead_only_past_the_margin_and_then_ships_its_improvements():
     clock = Clock()
     rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
-    plain = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
-    tuned = {**plain, "tuned": {"body_lr": 1e-4}}
+    plain = row("encoder-mlp", "full")
+    tuned = row("encoder-mlp", "full", tuned={"body_lr": 1e-4})
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.700] * 10,
                             "enc · encoder-mlp · full · body_lr 0.0001": [0.703, 0.720, 0.740] + [0.740] * 7})
     climb = climb_for(clock)
@@ -190,8 +198,8 @@ def test_the_margin_a_learning_rate_variant_must_clear_grows_on_fewer_validation
     for n, variant_ships in ((2000, True), (451, False)):
         clock = Clock()
         rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
-        plain = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
-        tuned = {**plain, "tuned": {"body_lr": 1e-4}}
+        plain = row("encoder-mlp", "full")
+        tuned = row("encoder-mlp", "full", tuned={"body_lr": 1e-4})
         runner = Runner(clock, {"enc · encoder-mlp · full": [0.700] * 10,
                                 "enc · encoder-mlp · full · body_lr 0.0001": [0.706] * 10})
         climb = climb_for(clock, costs=Costs(n_validation=n))
@@ -217,10 +225,10 @@ def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_ru
         arms = prepare(climb, rungs, lr_search=False)
         entries = arms.entries
         assert climb.probed == [("big", "causal-embedding-mlp"), ("enc", "encoder-mlp")]
-        assert [e["reason"].startswith("not timed") for e in entries[1:3]] == [True, True]
+        assert [e.reason.startswith("not timed") for e in entries[1:3]] == [True, True]
         assert [p[0].model for p in arms.plans] == (["enc"] if too_slow else ["big", "enc"])
         # the rungs kept from halving still have a row in the arms table, saying why
-        assert [e.get("stopped_because") for e in entries] == \
+        assert [e.stopped_because or None for e in entries] == \
             (["too dear"] * 3 if too_slow else [None, "too dear", "too dear"]) + [None]
 
 
@@ -297,8 +305,8 @@ def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran
     arms = prepare(climb, rungs)
     plans, entries = arms.plans, arms.entries
     for e in entries:
-        e["arm"] = e["model_name"] = e["model"]
-    lines = arms_markdown({"candidates": entries, "budget_seconds": 90.0})
+        e.arm = e.model_name = e.model
+    lines = arms_markdown({"candidates": [e.to_dict() for e in entries], "budget_seconds": 90.0})
     assert plans == [] and any("No arm got a slice" in line for line in lines)
     rows = [line for line in lines if line.startswith(("| enc", "| other"))]
     assert len(rows) == 2 and all("too dear" in r and "timing 8 batches" in r for r in rows), rows
@@ -309,8 +317,7 @@ def test_an_arm_is_offered_its_model_and_strategys_frozen_heads_of_its_kind_best
 
     clock = Clock()
     rung, other = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("enc", "encoder", "similarity", "full", 1)
-    entries = [{"model": "enc", "model_name": "enc", "strategy": s, "regime": "full", "rung": "full"}
-               for s in ("encoder-mlp", "similarity")]
+    entries = [row(s, "full") for s in ("encoder-mlp", "similarity")]
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.9] * 9, "enc · similarity · full": [0.8] * 9})
     climb = climb_for(clock)
     climb.heads.update({("enc", "encoder-mlp"): [(0.7, "enc · encoder-mlp · head-only · linear", {"w": 1}, "mlp"),
@@ -332,8 +339,7 @@ def test_a_cached_arms_first_slice_trains_for_its_plan_less_its_lower_block_pass
     that slice's time limit leaves room for it, its later slices' do not, and no slice runs past its plan."""
     clock = Clock()
     rung = Rung("enc", "encoder", "encoder-mlp", "partial", 1, last_n=2)
-    entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "partial",
-             "rung": "partial-cached"}
+    entry = row("encoder-mlp", "partial", rung="partial-cached")
     limits = []
 
     class Timed(Runner):
@@ -348,7 +354,7 @@ def test_a_cached_arms_first_slice_trains_for_its_plan_less_its_lower_block_pass
 
     climb = climb_for(clock, costs=Cached())
     compete(climb, arms_of(climb, [(rung, {}, entry)]), folder="unused", runner=runner)
-    slices = entry["slices"]
+    slices = entry.slices
     assert len(slices) >= 2
     # the load (5 s) is each slice's overhead; the pass, 30 s, the first slice's alone
     assert limits[0] == pytest.approx(slices[0]["planned_seconds"] - 5.0 - 30.0)
@@ -367,7 +373,7 @@ def test_the_room_kept_for_a_second_blended_model_goes_to_the_arms_when_no_arm_f
     rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
     for budget, runs in ((300.0, True), (170.0, False)):
         clock = Clock()
-        entry = {"model": "enc", "model_name": "enc", "strategy": "encoder-mlp", "regime": "full", "rung": "full"}
+        entry = row("encoder-mlp", "full")
         runner = Runner(clock, {"enc · encoder-mlp · full": [0.6] * 9})
         said = []
         climb = climb_for(clock, budget, costs=Dear(), log=said.append, blends=True)
@@ -392,8 +398,7 @@ def test_the_room_kept_to_ship_an_arm_that_was_not_admitted_goes_to_the_arms_tha
 
     clock = Clock()
     enc, lm = Rung("enc", "encoder", "encoder-mlp", "full", 1), Rung("lm", "causal", "slm-logits", "lora", 1)
-    entries = [{"model": m, "model_name": m, "strategy": r.strategy, "regime": r.regime, "rung": r.regime}
-               for m, r in (("enc", enc), ("lm", lm))]
+    entries = [Entry(m, m, r.strategy, r.regime, r.tier, rung=r.regime) for m, r in (("enc", enc), ("lm", lm))]
     runner = Runner(clock, {"enc · encoder-mlp · full": [0.6 + i / 100 for i in range(30)]})
     said = []
     climb = climb_for(clock, costs=Two(), log=said.append)

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Protocol
 from headswap.auto.budget import Budget, shown
 from headswap.reports.report_text import duration
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
+from headswap.auto.records import Entry, Status
 
 # Candidates kept for the blend (headswap.auto.ship.blend_winner): the best on validation, each a model in memory
 # (or an arm's bytes) with its validation probabilities.
@@ -29,14 +30,14 @@ class Candidate:
     as bytes, loaded only when the blend takes it up) and its probabilities on every validation text: those of the
     kept weights, and `picked_from`, those of every validation they were picked among (an arm's, over all its
     slices; empty where nothing was picked), which the blend checks out of fold."""
-    entry: dict
+    entry: Entry
     model: object
     proba: object
     picked_from: list = field(default_factory=list)
 
     @property
     def score(self) -> float:
-        return self.entry["validation_macro_f1"]
+        return self.entry.validation_macro_f1
 
     def loaded(self):
         from headswap.auto.runners import load_shipped
@@ -50,17 +51,13 @@ class ArmsRoom(Protocol):
         """What a cheap rung may take now and still leave the arms their cheapest first slice."""
 
 
-def entry_for(rung: Rung) -> dict:
+def entry_for(rung: Rung, tuned: dict | None = None) -> Entry:
+    """The row of `rung` (at the learning rates `tuned`, for a variant), before anything is known of it."""
     from headswap.reports.html_report import model_display_name
 
-    return {"model": rung.model, "model_name": model_display_name(rung.model), "strategy": rung.strategy,
-            "regime": rung.regime, "tier": rung.tier, "rung": rung.name, "epochs": rung.epochs,
-            **({"head": rung.head, "head_fit": rung.head_fit} if rung.head else {})}
-
-
-def label(e: dict) -> str:
-    extra = f" · {e['rung']}" if e.get("rung") and e["rung"] != e["regime"] else ""
-    return f"{e['model_name']} · {e['strategy']} · {e['regime']}{extra}"
+    return Entry(rung.model, model_display_name(rung.model), rung.strategy, rung.regime, rung.tier, rung=rung.name,
+                 epochs=rung.epochs, head=rung.head or None, head_fit=rung.head_fit if rung.head else None,
+                 tuned=tuned)
 
 
 def validation_f1(clf) -> float:
@@ -77,16 +74,16 @@ class Climb:
     """Runs rungs, keeps the best classifier on validation macro F1 (ties: the earlier, cheaper one)."""
 
     def __init__(self, settings: dict, train, validation, costs: Costs, budget: Budget,
-                 log: Callable[[str], None], best, best_entry: dict, *, prior=None, misfit: Iterable[str] = (),
+                 log: Callable[[str], None], best, best_entry: Entry, *, prior=None, misfit: Iterable[str] = (),
                  blends: bool = False, arm_slots: int = 1):
         self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
         self.budget, self.log = budget, log
-        self.best, self.best_entry = best, best_entry
+        self.best, self.best_entry = best, best_entry      # the classifier to ship so far, and its row
         self.prior = prior    # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
         self.misfit = frozenset(misfit)  # models whose vocabulary does not fit the texts: their rungs go last
         self.blends = blends  # whether the winner may ship blended (the arms then leave room to ship a second model)
         self.arm_slots = max(1, arm_slots)    # fine-tuning arms that train at once (the runner's parallel)
-        self.entries: list[dict] = []
+        self.entries: list[Entry] = []
         self.halving: dict | None = None      # how the arms shared their time (Halving.summary, less the arms)
         self.probe_seconds: dict[str, float] = {}
         # (model, strategy): [(validation macro F1, rung, head state, head kind)] of the frozen rungs, for the arms to
@@ -95,7 +92,7 @@ class Climb:
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
         self.pool: list[Candidate] = []    # the POOL best on validation, best first
 
-    def keep(self, entry: dict, model, proba, picked_from: list | None = None) -> None:
+    def keep(self, entry: Entry, model, proba, picked_from: list | None = None) -> None:
         """Keep a candidate for the blend (its latest best replaces what it kept before); only the POOL best on
         validation stay. One without probabilities for every validation text (an out-of-scope model's leave its
         rejected texts out) is not kept. `picked_from` is held, not copied: an arm's later slices add to it."""
@@ -107,17 +104,17 @@ class Climb:
         del self.pool[POOL:]
 
     # ---- one rung -----------------------------------------------------------------------------------
-    def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
-        entry.update(status=status, reason=reason)
-        self.log(f"  skip {label(entry)}: {reason}")
+    def skip(self, entry: Entry, reason: str) -> None:
+        entry.skip(reason)
+        self.log(f"  skip {entry.label}: {reason}")
 
-    def take_lead(self, model, entry: dict, rung: Rung) -> None:
+    def take_lead(self, model, entry: Entry, rung: Rung) -> None:
         """`entry` is the best so far (its model, or None while an arm's bytes wait to be loaded): the budget keeps
         room to ship it (the blend prices its other members beside it)."""
         self.best, self.best_entry = model, entry
         self.budget.keep_for_shipping(self.costs.reserve(rung))
 
-    def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
+    def probe(self, rung: Rung, entry: Entry, most: float = math.inf) -> bool:
         from headswap.trials.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.trials.rows import error_fields
 
@@ -142,8 +139,8 @@ class Climb:
             self.skip(entry, f"too slow for the {duration(self.budget.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
-            entry.update({**error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
-            self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")
+            entry.fail(error_fields(e), "failed while timing a few batches")
+            self.log(f"  {entry.label}: failed while timing a few batches: {entry.error}")
             return False
         self.costs.probes[rung.cost_key] = probe
         self.probe_seconds[rung.model] = probe["probe_seconds"]
@@ -166,7 +163,7 @@ class Climb:
                 ready.append((self.costs.estimate(rung), rung))
             else:
                 self.entries.append(entry)
-                if "status" not in entry:
+                if entry.status is None:
                     self.skip(entry, "the budget was spent before this rung")
         # Cheapest first; the frozen rungs after the first of a model reuse its encoding pass, so they stay together.
         first = {}
@@ -190,7 +187,7 @@ class Climb:
         from headswap.auto.prior import rung_family
         return self.prior.order(rung_family(rung))
 
-    def _dropped(self, rung: Rung, entry: dict) -> bool:
+    def _dropped(self, rung: Rung, entry: Entry) -> bool:
         """Skip a cheap rung the prior drops (Prior.dropped) before it is timed: its probe loads and encodes too."""
         if self.prior is None or not (rung.regime == "head-only" or rung.tier == "static"):
             return False
@@ -213,7 +210,7 @@ class Climb:
             return
         c, later = self.costs, arms is not None
         est, room = c.estimate(rung), self.budget.room(c.reserve(rung))
-        entry["estimated_seconds"] = est
+        entry.estimated_seconds = est
         share = self.budget.cheap_share(room, later)
         if est > share:
             return self.skip(entry, f"estimated {duration(est)}, over {shown(share)}: " + ("half of " if later else "")
@@ -238,34 +235,35 @@ class Climb:
                                     f"third of the budget (the fine-tuning arms get the rest)")
         return self.train_rung(rung, entry, time_limit=self.budget.train_limit(most, c.load_seconds(rung)))
 
-    def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
+    def train_rung(self, rung: Rung, entry: Entry, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
         if announce:
-            self.log(f"  {label(entry)}: estimated {duration(entry['estimated_seconds'])} ({duration(self.budget.left())} left)")
+            self.log(f"  {entry.label}: estimated {duration(entry.estimated_seconds)} ({duration(self.budget.left())} "
+                     f"left)")
         settings = {**rung.settings(self.settings), **extra, "time_limit": time_limit,
                     "epochs": rung.epochs if epochs is None else epochs}
         if eval_every:
             settings["eval_every"] = eval_every
         clf = train_one(rung, settings, entry, self.train, self.validation, self.log)
-        entry["plan"] = rung
+        entry.plan = rung
         if clf is not None:
             if learn is not None:
-                self.costs.learn(rung, learn, entry["seconds"])
+                self.costs.learn(rung, learn, entry.seconds)
             if rung.regime == "head-only":
                 self.costs.encoded.add((rung.model, rung.strategy))
                 head = getattr(clf.module_, "head", None)
                 if head is not None:
                     self.heads.setdefault((rung.model, rung.strategy), []).append(
-                        (entry["validation_macro_f1"], label(entry),
+                        (entry.validation_macro_f1, entry.label,
                          {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
             self.keep(entry, clf, getattr(clf, "validation_proba_", None), getattr(clf, "validation_probas_", None))
-            if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
+            if entry.validation_macro_f1 > self.best_entry.validation_macro_f1:
                 self.take_lead(clf, entry, rung)
         clf = None
         gc.collect()
 
 
-def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
+def train_one(rung: Rung, settings: dict, entry: Entry, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
     from headswap.trials.plan import classifier_for
@@ -275,16 +273,17 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     try:
         clf = classifier_for(rung, settings, epochs=settings["epochs"])
         clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
-        entry.update(status="ran", validation_macro_f1=validation_f1(clf), best_epoch=getattr(clf, "best_epoch_", None))
+        f1 = validation_f1(clf)
+        entry.status, entry.validation_macro_f1, entry.best_epoch = Status.RAN, f1, getattr(clf, "best_epoch_", None)
         if clf.notes_:
-            entry["notes"] = list(clf.notes_)
+            entry.notes = list(clf.notes_)
         if clf.stopped_:
-            entry["stopped"] = clf.stopped_
+            entry.stopped = clf.stopped_
     except Exception as e:
-        entry.update({**error_fields(e), "status": "failed", "reason": "failed while training"})
-        log(f"    failed: {entry['error']}")
+        entry.fail(error_fields(e), "failed while training")
+        log(f"    failed: {entry.error}")
         clf = None
-    entry["seconds"] = time.perf_counter() - t0
+    entry.seconds = time.perf_counter() - t0
     if clf is not None:
-        log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
+        log(f"    validation macro F1 {entry.validation_macro_f1:.4f} ({entry.seconds:.0f} s)")
     return clf

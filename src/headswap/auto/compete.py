@@ -10,11 +10,12 @@ from __future__ import annotations
 import gc
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from headswap.auto.budget import ArmNeed, Share, shown
 from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving, admit
-from headswap.auto.records import Phase
+from headswap.auto.ladder import Rung
+from headswap.auto.records import Entry, Phase, Status, Stop
 from headswap.reports.report_text import duration
 
 if TYPE_CHECKING:
@@ -54,20 +55,18 @@ def lr_variants(rung, settings: dict) -> list[dict]:
     return [{name: r} for r in lr_neighbours(base) if r is not None]
 
 
-def arm_name(entry: dict) -> str:
-    from headswap.auto.climb import label
+class Plan(NamedTuple):
+    """A fine-tuning arm as prepare() plans it: its rung, the learning rates it is tried at (none: the rung's
+    own), and its row of the report."""
+    rung: Rung
+    tuned: dict
+    entry: Entry
 
-    return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
 
-
-def prepare(climb, rungs: list, lr_search: bool = True) -> Arms:
+def prepare(climb, rungs: list[Rung], lr_search: bool = True) -> Arms:
     """Probe the fine-tuning `rungs` and add each one's learning-rate variants: the Arms, their plans being
-    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete()."""
-    from headswap.auto.climb import entry_for, label
-
-    def kept_out(entry: dict, kind: str) -> None:
-        """A rung that never gets to halving still has a row in the report's arms table: `kind` in halving's words."""
-        entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=kind)
+    Plans. The entries (every rung's, probed or not) join climb.entries in compete()."""
+    from headswap.auto.climb import entry_for
 
     plans, entries = [], []
     dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
@@ -76,33 +75,33 @@ def prepare(climb, rungs: list, lr_search: bool = True) -> Arms:
         entries.append(entry)
         if climb.budget.over():
             climb.skip(entry, "the budget was spent before this rung")
-            kept_out(entry, "budget")
+            entry.keep_out(Stop.BUDGET)
             continue
         if rung.model in dear:
             climb.skip(entry, dear[rung.model])
-            kept_out(entry, "too dear")
+            entry.keep_out(Stop.TOO_DEAR)
             continue
         if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
-            plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
+            plans.append(Plan(rung, {}, entry))      # too dear or not, halving decides its slices and says why
             if _least_slice(climb.costs, rung) <= climb.budget.cap(climb.arm_slots):
                 continue
         else:
-            too_slow = entry.get("reason", "").startswith("too slow")
-            kept_out(entry, "too dear" if too_slow else "failed" if entry.get("status") == "failed" else "budget")
+            too_slow = (entry.reason or "").startswith("too slow")
+            entry.keep_out(Stop.TOO_DEAR if too_slow else Stop.FAILED if entry.status is Status.FAILED else Stop.BUDGET)
             if not too_slow:
                 continue                         # failed, or not timed for want of time: says nothing of the rest
         # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
         # cross-encoder; unprompted LoRA, prompted, generation), so one too dear for a first slice says the same
         # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
-        dear[rung.model] = f"not timed: {label(entry)} was too dear for a first slice, and this rung costs as much " \
+        dear[rung.model] = f"not timed: {entry.label} was too dear for a first slice, and this rung costs as much " \
                            f"a step or more"
     if lr_search and plans and climb.settings.get("body_lr") is not None:
         climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
     for rung, _, entry in list(plans) if lr_search else ():
         for tuned in lr_variants(rung, climb.settings):
-            e = {**entry_for(rung), "tuned": tuned}
+            e = entry_for(rung, tuned)
             entries.append(e)
-            plans.append((rung, tuned, e))
+            plans.append(Plan(rung, tuned, e))
     # Arms on a body whose vocabulary does not fit the texts wait behind every arm on one that fits, learning-rate
     # variants included: on German tweets MiniLM's two arms (its frozen heads 12 points under multilingual-e5-small's)
     # took 4 of the 8 minutes the arms shared, while the variants of e5's leading arm were never admitted. Then the
@@ -116,7 +115,7 @@ def prepare(climb, rungs: list, lr_search: bool = True) -> Arms:
     plans.sort(key=lambda plan: (plan[0].model in climb.misfit, bool(plan[1]), rank[id(plan[2])]))
     if prior is not None and len(set(rank.values())) > 1:
         climb.log("  arms in the prior's order: " + "; ".join(
-            f"{label(e)} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
+            f"{e.label} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
     return Arms(climb, plans, entries)
 
 
@@ -204,14 +203,14 @@ def lr_margin(n_validation: int) -> float:
     return LR_MARGIN * math.sqrt(MARGIN_TEXTS / max(n_validation, 1))
 
 
-def _to_beat(climb, entry: dict, before: float | None) -> float:
+def _to_beat(climb, entry: Entry, before: float | None) -> float:
     """What an arm's new best must exceed to become what auto ships: the best so far (read before this slice's
     result updates the arm's entry), plus lr_margin() for a learning-rate variant taking the lead from another arm.
     An arm that already leads ships each improvement: its entry is the best entry, and comparing with the entry
     after its update would keep its first slice's weights for good."""
     if climb.best_entry is entry:
         return before if before is not None else -math.inf
-    return climb.best_entry["validation_macro_f1"] + (lr_margin(climb.costs.n_validation) if entry.get("tuned") else 0.0)
+    return climb.best_entry.validation_macro_f1 + (lr_margin(climb.costs.n_validation) if entry.tuned else 0.0)
 
 
 def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: Runner | None = None) -> None:
@@ -233,13 +232,13 @@ def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: 
     _record(climb, policy, jobs)
 
 
-def _arm(c, rung, entry: dict):
+def _arm(c, rung, entry: Entry) -> Arm:
     """The rung (or learning-rate variant) `entry` as the policy knows it: its name and estimated costs. The first
     slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the others reuse it
     (one group): each plans for it until one has run, as the variant admitted alone at 5 minutes on GermEval 2018
     must (planned without it, its slice ran 84 s of the 51 the arms had)."""
     epoch, overhead, _ = _costs(c, rung)
-    return Arm(arm_name(entry), epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key))
+    return Arm(entry.arm_name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key))
 
 
 def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
@@ -257,14 +256,14 @@ def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
         climb.log("  no arm's first slice fits beside the room kept to ship a second blended model: that room goes "
                   "to the arms")
         queue = admit(arms, budget.share(room, parallel)).queue
-    admitted = [p for p in plans if arm_name(p[2]) in queue]
+    admitted = [p for p in plans if p.entry.arm_name in queue]
     wider = prepared.room(admitted, second) if admitted and len(admitted) < len(plans) else room
     if wider > room:
         # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
         # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
         # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
         queue = admit(arms, budget.share(wider, parallel)).queue
-        chosen = [p for p in plans if arm_name(p[2]) in queue]
+        chosen = [p for p in plans if p.entry.arm_name in queue]
         if chosen and prepared.reserve(chosen) <= prepared.reserve(admitted):
             climb.log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
             room = wider
@@ -278,13 +277,12 @@ def _jobs(climb, plans: list, share: Share, more_epochs: bool) -> dict[str, tupl
     for rung, tuned, entry in plans:
         epoch, overhead, every = _costs(climb.costs, rung)
         planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, share.whole_epochs(epoch))) if more_epochs else rung.epochs
-        name = arm_name(entry)
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
         settings.update(warm_start(climb, rung, settings))
-        entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
+        entry.arm, entry.epochs, entry.estimated_seconds = entry.arm_name, planned, round(overhead + epoch, 2)
         if tuned:
-            entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
-        jobs[name] = (rung, settings, entry)
+            entry.reason = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
+        jobs[entry.arm] = (rung, settings, entry)
     return jobs
 
 
@@ -341,12 +339,12 @@ class Match:
         arm, (rung, _, entry) = policy.arms[name], self.jobs[name]
         to_beat = _to_beat(climb, entry, before)
         if result.get("notes"):
-            entry["notes"] = result["notes"]
+            entry.notes = result["notes"]
         if result.get("started_from"):
-            entry["started_from"] = result["started_from"]
+            entry.started_from = result["started_from"]
             climb.log(f"    {name} started from the head of {result['started_from']}")
         if arm.best is not None:
-            entry["validation_macro_f1"] = arm.best
+            entry.validation_macro_f1 = arm.best
         climb.log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
                                      f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
                                      "no validation yet") + (f"; {decision.why}" if decision.why else ""))
@@ -369,14 +367,14 @@ def _record(climb, policy, jobs: dict[str, tuple]) -> None:
     """Each arm's entry as the policy ends it: its slices, curve, seconds, epochs and why it stopped."""
     summary = policy.summary()
     for name, (rung, settings, entry) in jobs.items():
-        a = summary["arms"][name]
-        status = "skipped" if a["status"] == "not run" else "ran" if a["best"] is not None else "failed"
-        entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"],
-                     stopped_because=a["stopped_because"], trained_epochs=a["epochs"], halving=True, plan=rung)
+        a, arm = summary["arms"][name], policy.arms[name]
+        entry.status = arm.outcome
+        entry.seconds, entry.slices, entry.curve = a["seconds"], a["slices"], a["curve"]
+        entry.stopped_because, entry.trained_epochs, entry.halving, entry.plan = arm.kind, a["epochs"], True, rung
         if a["best"] is not None:
-            entry["validation_macro_f1"] = a["best"]
+            entry.validation_macro_f1 = a["best"]
         if a["why"]:
-            entry["reason"] = (entry["reason"] + "; " if entry.get("reason") else "") + a["why"]
-        if status == "failed":
-            entry["error"] = a["why"] or 'no validation score'
+            entry.explain(a["why"])
+        if entry.status is Status.FAILED:
+            entry.error = a["why"] or 'no validation score'
     climb.halving = {k: v for k, v in summary.items() if k != "arms"}

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from headswap.reports.markdown import auto_markdown
+from headswap.auto.records import Entry, Status
 from headswap.auto.budget import (baseline_seconds, check_budget, check_seconds, end_line, finish_seconds,
                                    warm_up_charts)
 from headswap.auto.ship import blend_winner, ship
@@ -198,8 +199,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     t0 = time.perf_counter()
     baseline = TfidfClassifier().fit(train.texts, train.labels)
     base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
-    candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
-                       "tier": "baseline", "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
+    candidates.append(Entry("tfidf", "tfidf", baseline.strategy, "baseline", "baseline", status=Status.RAN,
+                            seconds=time.perf_counter() - t0, validation_macro_f1=base_f1))
     log(f"  baseline TF-IDF + logistic regression: validation macro F1 {base_f1:.4f} "
         f"({time.perf_counter() - t0:.0f} s)")
     best, best_entry = baseline, candidates[0]
@@ -240,16 +241,14 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     if climb.halving:
         summary["halving"] = climb.halving
     climb = None
-    for c in candidates:
-        c.pop("plan", None)
 
     # 5. Ship the winner; 6. score it (as shipped) and the baseline on test, once.
-    best_entry["winner"] = True
-    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned",
-                                                    "balance", "validation_macro_f1") if k in best_entry}
-    tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
-    log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
-        f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
+    best_entry.winner, row = True, best_entry.to_dict()
+    summary["winner"] = {k: row[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned", "balance",
+                                             "validation_macro_f1") if k in row}
+    tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.tuned or {}).items())
+    log(f"winner on validation: {best_entry.model_name} · {best_entry.strategy} · {best_entry.regime}"
+        f"{tuned} (macro F1 {best_entry.validation_macro_f1:.4f})")
     target, not_exported = ship(best, out, quantize, log)
     summary.update(model_dir=str(target), exported=not_exported is None, shipping=shipping,
                    **({"not_exported_because": not_exported} if not_exported else {}))
@@ -273,6 +272,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
         write_text(out / "results.md", auto_markdown(results))
 
     summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
+    summary["candidates"] = [c.to_dict() for c in candidates]      # results.json's rows, every key as before
     from headswap.reports.report_text import arm_rows
     arms = arm_rows(summary)
     if any(a.get("slices") for a in arms):      # a chart of no slices would say nothing
@@ -342,7 +342,7 @@ def _models(models) -> tuple[list[str], dict, list[dict]]:
     return models, specs, unavailable
 
 
-def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
+def _test_rows(scored, test, validation, best_entry: Entry, baseline_entry: Entry, specs: dict, full: dict, log
                ) -> list[dict]:
     """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
     from headswap.trials.rows import metric_fields
@@ -352,22 +352,22 @@ def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict,
         if test is None or (is_baseline and best_entry is baseline_entry):
             continue       # no test set; or the baseline won: one row
         m = clf.evaluate(test.texts, test.labels)
-        row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
-               if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
-               "regime": entry["regime"], "epochs": entry.get("epochs"),
-               **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
-               "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
+        row = {"model": entry.model, "model_name": entry.model_name, "model_kind": "bag-of-n-grams"
+               if entry.model == "tfidf" else specs[entry.model].kind, "strategy": entry.strategy,
+               "regime": entry.regime, "epochs": entry.epochs,
+               **{k: getattr(entry, k) for k in ("tier", "rung", "head") if getattr(entry, k)},
+               "baseline": entry.model == "tfidf", "status": "ok", "winner": entry is best_entry,
                "runtime": getattr(clf, "runtime_", None), **metric_fields(m),
                "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
                "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
                "total_params": int(m.extra.get("total_params", 0) or 0),
-               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
-               **{k: entry[k] for k in ("tuned", "balance") if entry.get(k)}}
+               "train_seconds": entry.seconds, "validation_macro_f1": entry.validation_macro_f1,
+               **{k: getattr(entry, k) for k in ("tuned", "balance") if getattr(entry, k)}}
         if "calibration" in m.extra:
             row["calibration"] = m.extra["calibration"]
         if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions
             row["out_of_scope"] = m.extra["out_of_scope"]
-        elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
+        elif entry.model == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
             from headswap.trials.rows import tfidf_reject_block
             row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
                                                      full["reject_metric"], full["reject_target"])

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from headswap.auto.budget import Share, shown
-from headswap.auto.records import Action, ArmStatus, Decision, Phase, Slice, Stop
+from headswap.auto.records import Action, ArmStatus, Decision, Phase, Slice, Status, Stop
 from headswap.reports.report_text import duration
 
 ETA = 2                     # survivors per round: the better 1/ETA
@@ -87,6 +87,12 @@ class Arm:
     @property
     def least_slice(self) -> float:
         return self.overhead_seconds + self.once_seconds + GRACE_EPOCHS * self.epoch_seconds
+
+    @property
+    def outcome(self) -> Status:
+        """Its row's status in the report: skipped when it never ran; ran when it has a score, else failed."""
+        return Status.SKIPPED if self.status is ArmStatus.NOT_RUN else Status.RAN if self.best is not None \
+            else Status.FAILED
 
     def seconds_to(self, target: float) -> float:
         """The slice that takes this arm from its progress to `target` epochs (at least GRACE_EPOCHS on)."""

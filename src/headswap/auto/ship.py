@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from headswap.auto.records import Entry, Status
 from headswap.saved import model_dir
 from headswap.errors import HeadswapError
 
@@ -65,7 +66,7 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
-def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log, train_labels=None,
+def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: list, log, train_labels=None,
                  summary: dict | None = None, blend: bool = True):
     """(classifier, entry) to ship: `best`, or a blend of it with the other kept candidates (climb.pool) and the
     TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
@@ -74,14 +75,14 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     members too (Costs.reserve of their rungs), its least-weighted dear member is left out and the blend chosen
     again. Given the training texts' labels, what ships then has its decisions leaned toward the rarer classes where
     the same folds prefer that (lean_decisions; what it found goes in summary["decisions"])."""
-    from headswap.auto.climb import Candidate, label
+    from headswap.auto.climb import Candidate
     from headswap.auto.runners import clean_for_shipping
     from headswap.baseline.blend import Blend, columns, same_labels, select
     from headswap.decisions.balance import class_shares
     from headswap.reports.report_text import duration
 
-    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + blend",
-           "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
+    row = Entry(entry.model, entry.model_name, f"{entry.strategy} + blend", entry.regime, "blend",
+                head=entry.head or None, tuned=entry.tuned or None)
     why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
            "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
            "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
@@ -94,7 +95,8 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     prior = class_shares(train_labels, index) if leans else None
     if why or not blend:
         if why:
-            candidates.append({**row, "status": "skipped", "reason": why})
+            row.skip(why)
+            candidates.append(row)
             log(f"  blend not tried: {why}")
         if prior is not None and mine is not None:
             chosen = select([mine.proba], y, list(index), picked_from=[mine.picked_from], prior=prior)
@@ -108,9 +110,9 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     for c in climb.pool:
         if c is mine:
             continue
-        cost = costs.reserve(c.entry["plan"]) if c.entry.get("plan") is not None else 0.0
+        cost = costs.reserve(c.entry.plan) if c.entry.plan is not None else 0.0
         if budget.spare_to_ship(cost) < 0:        # not even beside the best alone
-            priced_out.append(f"{label(c.entry)} (shipping it too: {duration(cost)})")
+            priced_out.append(f"{c.entry.label} (shipping it too: {duration(cost)})")
             continue
         model = c.loaded()
         if same_labels(best, model):       # (the baseline's labels were checked above)
@@ -129,25 +131,24 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         # Priced after the choice, not in the pool's order: at 15 minutes on GermEval 2018 the room for one more
         # model went to the pool's next best, and the frozen MLP head, which the blend would have taken, was out.
         k = min(dear, key=lambda k: (chosen.weights[k], -price[k]))
-        priced_out.append(f"{label(offered[k].entry)} (shipping it too: {duration(price[k])})")
+        priced_out.append(f"{offered[k].entry.label} (shipping it too: {duration(price[k])})")
         del offered[k], price[k]
-    names = [label(c.entry) if c.entry is not candidates[0] else "TF-IDF" for c in offered]
-    row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
-               validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
-               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
-               members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
-               rung=f"blend of {sum(w > 0 for w in chosen.weights)}", left_seconds=round(left, 1))
-    if priced_out:
-        row["priced_out"] = priced_out
+    names = [c.entry.label if c.entry is not candidates[0] else "TF-IDF" for c in offered]
+    row.status, row.seconds = Status.RAN if chosen.kept else Status.NOT_BETTER, time.perf_counter() - t0
+    row.validation_macro_f1, row.out_of_fold_macro_f1 = chosen.score, chosen.out_of_fold
+    row.alone_out_of_fold_macro_f1 = chosen.alone_out_of_fold
+    row.members = [{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0]
+    row.rung, row.left_seconds = f"blend of {sum(w > 0 for w in chosen.weights)}", round(left, 1)
+    row.priced_out = priced_out or None
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
     folds = ("" if chosen.out_of_fold is None else
              f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}")
-    line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
+    line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row.seconds:.0f} s)"
     candidates.append(row)
     if not chosen.kept:
-        row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
-                         else "no blend scored higher on validation than the winner alone")
-        log(f"  blend not kept: {row['reason']}")
+        row.reason = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
+                      else "no blend scored higher on validation than the winner alone")
+        log(f"  blend not kept: {row.reason}")
         if prior is not None:
             lean_decisions(best, entry, offered[0].proba, chosen, y, prior, summary, log)
         return best, entry
@@ -156,7 +157,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
             clean_for_shipping(m)
     blend = Blend(members)
-    row["strategy"] = blend.strategy
+    row.strategy = blend.strategy
     log(f"  blend: {line}")
     if prior is not None:
         proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
@@ -164,7 +165,7 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     return blend, row
 
 
-def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | None, log) -> None:
+def lean_decisions(model, entry: Entry, proba, chosen, y, prior, summary: dict | None, log) -> None:
     """Lean `model`'s decisions toward the rarer classes (headswap.decisions.balance), with the tau tuned on its
     validation probabilities `proba` (class indices y), where `chosen`'s held-out folds (blend.select given the
     prior) score that above the argmax; what it found goes in summary["decisions"] either way. (blend_winner gives
@@ -187,7 +188,7 @@ def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | 
             + ("" if before is None or after is None else f", out of fold {before:.4f} -> {after:.4f}"))
     if kept:
         model.balance_step_.set(tau, prior)
-        entry["balance"] = {"tau": tau}
+        entry.balance = {"tau": tau}
         log(f"  decisions: {line}")
     else:
         log(f"  decisions: the argmax; {line}")
