@@ -333,7 +333,7 @@ def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypat
     """Each cheap rung may take half of what is left, but not what the cheapest arm needs for its first slice:
     two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
     minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
-    from headswap.auto.compete import Arms, Plan
+    from headswap.auto.arms import Arms, Plan
 
     _, enc, _, _ = world
     clock = FakeClock()

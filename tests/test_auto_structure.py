@@ -155,3 +155,22 @@ def test_time_arithmetic_outside_the_budget_is_found(tmp_path):
         "rules.py:11: a deadline of its own",
         "rules.py:11: time arithmetic: self.deadline - clock()"]
 
+
+MAX_FUNCTION_LINES = 80     # a function over this reads as several steps: name each
+
+
+def long_functions(folder: Path, most: int = MAX_FUNCTION_LINES) -> list[str]:
+    """'file:function: lines' for each function (or method) of `folder`'s modules over `most` lines."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    (n := node.end_lineno - node.lineno + 1) > most:
+                found.append(f"{path.name}:{node.name}: {n}")
+    return found
+
+
+def test_no_function_in_auto_is_over_80_lines(tmp_path):
+    assert long_functions(AUTO) == [], "split it into the steps it takes"
+    (tmp_path / "long.py").write_text("class A:\n    def f(self):\n" + "        x = 1\n" * 80 + "def g():\n    pass\n")
+    assert long_functions(tmp_path) == ["long.py:f: 81"]

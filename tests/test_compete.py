@@ -10,7 +10,8 @@ import pytest
 
 from headswap.auto.budget import Budget
 from headswap.auto.climb import Climb
-from headswap.auto.compete import Arms, Plan, compete
+from headswap.auto.arms import Arms, Plan
+from headswap.auto.compete import compete
 from headswap.auto.ladder import Rung
 from headswap.auto.records import Entry
 from headswap.data.load import from_lists
@@ -210,7 +211,7 @@ def test_the_margin_a_learning_rate_variant_must_clear_grows_on_fewer_validation
 def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_rungs():
     """Its cheapest fine-tuning rung says it (probed too dear, or a probe cut short as too slow); the model's later
     rungs are skipped untimed, and another model's rungs are still timed."""
-    from headswap.auto.compete import prepare
+    from headswap.auto.arms import prepare
 
     class Big(Costs):
         def epoch_seconds(self, rung):
@@ -234,7 +235,7 @@ def test_a_model_too_dear_for_a_first_slice_is_timed_once_not_for_each_of_its_ru
 
 def test_arms_on_a_body_whose_vocabulary_misfits_wait_behind_every_arm_on_one_that_fits():
     """Learning-rate variants of the fitting body's arms included; otherwise the ladder's order."""
-    from headswap.auto.compete import prepare
+    from headswap.auto.arms import prepare
 
     climb = climb_for(Clock(), misfit={"minilm"})
     rungs = [Rung("e5", "encoder", "encoder-mlp", "partial", 1), Rung("minilm", "encoder", "encoder-mlp", "partial", 1),
@@ -251,7 +252,7 @@ def test_arms_come_in_the_prior_s_order_rungs_before_their_learning_rate_variant
     """On emotion's shape full fine-tuning won 6 of 7 earlier runs and the cached partial 7 of 18 (one data set: a
     hint, which orders the arms): full comes first, where the ladder puts the cheaper cached partial first; a family
     no run tried keeps its ladder place after."""
-    from headswap.auto.compete import prepare
+    from headswap.auto.arms import prepare
     from headswap.auto.prior import Prior, shape
 
     where = shape(16000, 6, False)
@@ -297,7 +298,7 @@ def test_the_arms_table_lists_arms_that_never_got_a_slice_when_halving_never_ran
     """Every fine-tuning arm too dear to time (a slow machine): the report still names each and why, rather than
     dropping the section."""
     from headswap.reports.markdown import arms_markdown
-    from headswap.auto.compete import prepare
+    from headswap.auto.arms import prepare
 
     slow = "too slow for the 62 s left: timing 8 batches took over 20 s"
     climb = climb_for(Clock(), slow={"enc": slow, "other": slow})

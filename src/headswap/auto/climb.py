@@ -45,7 +45,7 @@ class Candidate:
 
 
 class ArmsRoom(Protocol):
-    """The fine-tuning arms that follow the cheap rungs (headswap.auto.compete.Arms), as the cheap rungs ask them."""
+    """The fine-tuning arms that follow the cheap rungs (headswap.auto.arms.Arms), as the cheap rungs ask them."""
 
     def spare(self) -> float:
         """What a cheap rung may take now and still leave the arms their cheapest first slice."""
@@ -150,7 +150,7 @@ class Climb:
 
     def run_all(self, ladder: list[Rung], arms: ArmsRoom | None = None) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
-        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.compete's arms;
+        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.arms;
         `arms`, where one of them can run, leaves them their room."""
         cheap = [r for r in ladder if r.tier in ("static", "frozen")]
         self.budget.begin_cheap_tier()

@@ -1,8 +1,7 @@
-"""auto's fine-tuning rungs as arms of a successive-halving competition (the policy: headswap.auto.policy; the
-slices: headswap.auto.runners). Each fine-tuning rung is timed by its probe (Climb.probe), becomes an arm, and so do
-its learning-rate neighbours on LR_GRID (unless the rate was given); the budget left after the cheap rungs, less
-the room to ship the winner, is what the arms share. Every arm is recorded as a candidate with its slices, its
-validation curve, its seconds and why it stopped; the best validated arm so far is Climb's best as it goes.
+"""auto's fine-tuning arms (headswap.auto.arms) compete by successive halving (the policy: headswap.auto.policy; the
+slices: headswap.auto.runners): the budget left after the cheap rungs, less the room to ship the winner, is what the
+arms share. Every arm is recorded as a candidate with its slices, its validation curve, its seconds and why it
+stopped; the best validated arm so far is Climb's best as it goes.
 """
 
 from __future__ import annotations
@@ -10,18 +9,17 @@ from __future__ import annotations
 import gc
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from headswap.auto.budget import ArmNeed, Share, shown
-from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving, admit
-from headswap.auto.ladder import Rung
-from headswap.auto.records import Entry, Phase, Status, Stop
+from headswap.auto.arms import Arms, ArmCosts, Plan, arm_costs
+from headswap.auto.budget import Share, shown
+from headswap.auto.policy import Arm, Halving, admit
+from headswap.auto.records import Entry, Phase, Status
 from headswap.reports.report_text import duration
 
 if TYPE_CHECKING:
     from headswap.auto.runners import Runner
 
-LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 # A learning-rate variant must beat the best validation macro F1 so far by more than this to become the best:
 # macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On emotion,
 # 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse on test:
@@ -33,148 +31,6 @@ LR_MARGIN = 0.005
 # it on test both times.
 MARGIN_TEXTS = 2000
 MAX_PLANNED_EPOCHS = 10     # an arm's learning-rate schedule runs over at most this many epochs (or the user's)
-SLICE_VALIDATIONS = 2       # validations an arm's slice overhead counts: the one at the stop, and calibration's
-
-
-def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
-    """The LR_GRID values just above and just below `rate` (None past either end)."""
-    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
-    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
-    return (above[0] if above else None), (below[-1] if below else None)
-
-
-def lr_variants(rung, settings: dict) -> list[dict]:
-    """The learning rates to try besides the rung's own: one step up and one down the grid; none when the rate
-    was given."""
-    from headswap.settings import default_body_lr, defaults
-
-    name = "head_lr" if rung.regime == "head-only" else "body_lr"
-    if settings.get(name) is not None:
-        return []
-    base = default_body_lr(rung.regime) if name == "body_lr" else defaults()["head_lr"]
-    return [{name: r} for r in lr_neighbours(base) if r is not None]
-
-
-class Plan(NamedTuple):
-    """A fine-tuning arm as prepare() plans it: its rung, the learning rates it is tried at (none: the rung's
-    own), and its row of the report."""
-    rung: Rung
-    tuned: dict
-    entry: Entry
-
-
-def prepare(climb, rungs: list[Rung], lr_search: bool = True) -> Arms:
-    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: the Arms, their plans being
-    Plans. The entries (every rung's, probed or not) join climb.entries in compete()."""
-    from headswap.auto.climb import entry_for
-
-    plans, entries = [], []
-    dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
-    for rung in rungs:
-        entry = entry_for(rung)
-        entries.append(entry)
-        if climb.budget.over():
-            climb.skip(entry, "the budget was spent before this rung")
-            entry.keep_out(Stop.BUDGET)
-            continue
-        if rung.model in dear:
-            climb.skip(entry, dear[rung.model])
-            entry.keep_out(Stop.TOO_DEAR)
-            continue
-        if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
-            plans.append(Plan(rung, {}, entry))      # too dear or not, halving decides its slices and says why
-            if _least_slice(climb.costs, rung) <= climb.budget.cap(climb.arm_slots):
-                continue
-        else:
-            too_slow = (entry.reason or "").startswith("too slow")
-            entry.keep_out(Stop.TOO_DEAR if too_slow else Stop.FAILED if entry.status is Status.FAILED else Stop.BUDGET)
-            if not too_slow:
-                continue                         # failed, or not timed for want of time: says nothing of the rest
-        # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
-        # cross-encoder; unprompted LoRA, prompted, generation), so one too dear for a first slice says the same
-        # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
-        dear[rung.model] = f"not timed: {entry.label} was too dear for a first slice, and this rung costs as much " \
-                           f"a step or more"
-    if lr_search and plans and climb.settings.get("body_lr") is not None:
-        climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
-    for rung, _, entry in list(plans) if lr_search else ():
-        for tuned in lr_variants(rung, climb.settings):
-            e = entry_for(rung, tuned)
-            entries.append(e)
-            plans.append(Plan(rung, tuned, e))
-    # Arms on a body whose vocabulary does not fit the texts wait behind every arm on one that fits, learning-rate
-    # variants included: on German tweets MiniLM's two arms (its frozen heads 12 points under multilingual-e5-small's)
-    # took 4 of the 8 minutes the arms shared, while the variants of e5's leading arm were never admitted. Then the
-    # rungs before their learning-rate variants, each in the order of how often its family won before on such data
-    # (the prior; a stable sort: the ladder's order otherwise): on emotion the cached partial came first, and the
-    # budget that trains two arms to an epoch each before judging them had no room beside it for full fine-tuning's
-    # 5-minute epoch, the family that won 6 of the 7 earlier runs there.
-    from headswap.auto.prior import rung_family
-    prior = climb.prior
-    rank = {id(entry): prior.arm_order(rung_family(rung)) if prior is not None else 0.0 for rung, _, entry in plans}
-    plans.sort(key=lambda plan: (plan[0].model in climb.misfit, bool(plan[1]), rank[id(plan[2])]))
-    if prior is not None and len(set(rank.values())) > 1:
-        climb.log("  arms in the prior's order: " + "; ".join(
-            f"{e.label} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
-    return Arms(climb, plans, entries)
-
-
-def _probe_limit(climb, rung) -> float:
-    """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
-    must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
-    return climb.budget.arm_probe_limit(steps)
-
-
-def _least_slice(c, rung) -> float:
-    """The probed rung's least useful slice, as halving.Arm counts it (its overhead and a first share of an epoch)."""
-    epoch, overhead, _ = _costs(c, rung)
-    return Arm("", epoch, overhead, once_seconds=c.lower_pass(rung)).least_slice
-
-
-def _costs(c, rung) -> tuple[float, float, int]:
-    """An arm's (epoch seconds with its validations inside, overhead seconds a slice, validate every N steps)."""
-    epoch, val = c.epoch_seconds(rung), c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
-    startup = c.probe(rung).get("train_startup_seconds") or 0.0
-    every = c.eval_every(rung, rung.epochs)
-    in_epoch = max(math.ceil(math.ceil(c.n_train / c.batch(rung)) / every) - 1, 0) * val
-    return epoch + in_epoch, c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val, every
-
-
-class Arms:
-    """The probed fine-tuning arms (prepare()): `plans` (rung, tuned rate, entry), every rung's `entries`, and what
-    they need of the budget (Budget.arms_room), recomputed as the run corrects its estimates."""
-
-    def __init__(self, climb, plans: list, entries: list):
-        self.climb, self.plans, self.entries = climb, plans, entries
-        # The cheapest first slice, as probed: each cheap rung may take half of what is left, so two in a row could
-        # take three quarters: at 5 minutes on emotion the frozen logistic and linear heads (77 and 13 s) left the
-        # arms 62 s, where the cheapest needed 74 s, and the run ended at 64% of its budget with TF-IDF.
-        self.least = min((_least_slice(climb.costs, r) for r, _, _ in plans), default=math.inf)
-
-    def needs(self, plans: list | None = None) -> list[ArmNeed]:
-        c = self.climb.costs
-        return [ArmNeed(_least_slice(c, rung), c.reserve(rung)) for rung, _, _ in
-                (self.plans if plans is None else plans)]
-
-    def reserve(self, plans: list | None = None) -> float:
-        """Room to ship the winner among these arms (or `plans` of them): Budget.arms_reserve."""
-        return self.climb.budget.arms_reserve(self.needs(plans), self.climb.arm_slots)
-
-    def room(self, plans: list | None = None, second: bool = True) -> float:
-        """What the arms (or `plans` of them) would share if they began now: Budget.arms_room, with room for a
-        second blended model when auto blends and `second`."""
-        return self.climb.budget.arms_room(self.needs(plans), self.climb.arm_slots, second and self.climb.blends)
-
-    def spare(self) -> float:
-        """What a cheap rung may take now and still leave the cheapest arm its first slice."""
-        return self.climb.budget.arms_spare(self.needs(), self.least, self.climb.arm_slots, self.climb.blends)
-
-    def can_run(self) -> bool:
-        """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs
-        leave the arms half of what is left, and their cheapest first slice. An arm over the 1/3 cap may run alone
-        (policy.Halving)."""
-        return bool(self.plans) and self.spare() >= 0
 
 
 def warm_start(climb, rung, settings: dict) -> dict:
@@ -232,12 +88,12 @@ def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: 
     _record(climb, policy, jobs)
 
 
-def _arm(c, rung, entry: Entry) -> Arm:
+def _arm(c: ArmCosts, rung, entry: Entry) -> Arm:
     """The rung (or learning-rate variant) `entry` as the policy knows it: its name and estimated costs. The first
     slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the others reuse it
     (one group): each plans for it until one has run, as the variant admitted alone at 5 minutes on GermEval 2018
     must (planned without it, its slice ran 84 s of the 51 the arms had)."""
-    epoch, overhead, _ = _costs(c, rung)
+    epoch, overhead, _ = arm_costs(c, rung)
     return Arm(entry.arm_name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key))
 
 
@@ -270,12 +126,12 @@ def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
     return budget.share(room, parallel)
 
 
-def _jobs(climb, plans: list, share: Share, more_epochs: bool) -> dict[str, tuple]:
+def _jobs(climb, plans: list[Plan], share: Share, more_epochs: bool) -> dict[str, tuple]:
     """Each arm's (rung, settings of its every slice, entry): its schedule planned over as many epochs as its share
     could give it (with more_epochs: so a leader can train on), from the best frozen head of its kind."""
     jobs = {}
     for rung, tuned, entry in plans:
-        epoch, overhead, every = _costs(climb.costs, rung)
+        epoch, overhead, every = arm_costs(climb.costs, rung)
         planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, share.whole_epochs(epoch))) if more_epochs else rung.epochs
         settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
         settings.update(warm_start(climb, rung, settings))

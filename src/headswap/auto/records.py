@@ -121,13 +121,9 @@ class Entry:
 
     def to_dict(self) -> dict:
         """The row as results.json writes it."""
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "plan" or value is UNSET or value is None and f.default is not UNSET:
-                continue
-            out[f.name] = value.value if isinstance(value, Enum) else value
-        return out
+        nullable = {f.name for f in fields(self) if f.default is UNSET}
+        return {k: v.value if isinstance(v, Enum) else v for k, v in vars(self).items()
+                if k != "plan" and v is not UNSET and (v is not None or k in nullable)}
 
 
 class Phase(str, Enum):
