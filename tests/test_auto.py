@@ -243,7 +243,7 @@ def rated(monkeypatch, score):
 
 
 def test_learning_rate_variants_compete_as_arms_and_the_best_validated_ships(world, tmp_path, monkeypatch):
-    from headswap.auto.compete import LR_GRID, lr_neighbours
+    from headswap.auto.arms import LR_GRID, lr_neighbours
     _, enc, _, data = world
     assert lr_neighbours(3e-5) == (1e-4, 1e-5) and lr_neighbours(2e-4) == (3e-4, 1e-4)
     assert lr_neighbours(LR_GRID[-1])[0] is None and lr_neighbours(LR_GRID[0])[1] is None

@@ -14,12 +14,12 @@ import pytest
 from test_auto import with_out_of_scope, world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
 
 import headswap.auto.climb
-import headswap.auto.compete
 import headswap.trials.measure
 from cli_run import invoke
 from headswap.auto.main import auto
 from headswap.auto.budget import FINAL_MARGIN, Budget, baseline_seconds, end_line, process_age
 from headswap.auto.climb import Climb, entry_for
+from headswap.auto.records import Entry, Status
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
 from headswap.trials.measure import ProbeTooSlow, probe_timing
 from headswap.data.load import from_lists
@@ -42,14 +42,14 @@ class FakeClock:
         return self.now
 
 
-def _climb(enc, clock, budget, finish=2.0):
+def _climb(enc, clock, budget, finish=2.0, **kwargs):
     data = from_lists(TEXTS, LABELS)
     rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1, regime="full")
     start = clock()
     costs = Costs(len(data), 10, 10, 16)
-    base = {"status": "ran", "validation_macro_f1": 0.5}
+    base = Entry("tfidf", "tfidf", "tfidf-logreg", "baseline", "baseline", status=Status.RAN, validation_macro_f1=0.5)
     climb = Climb({"progress": False}, data, data, costs, Budget(budget, clock, start, finish=finish),
-                  lambda _: None, None, base)
+                  lambda _: None, None, base, **kwargs)
     return climb, rungs[0]
 
 
@@ -62,9 +62,9 @@ def test_a_probe_that_could_overrun_what_is_left_is_not_started(world, monkeypat
     climb, rung = _climb(enc, clock, budget=100.0)
     clock.now += 100.0 - 2 * guess - 2.0          # spare: just under twice the guess, after finish and margin
     entry = entry_for(rung)
-    assert climb.spare() < 2 * guess
+    assert climb.budget.spare() < 2 * guess
     assert climb.probe(rung, entry) is False
-    assert calls == [] and entry["status"] == "skipped" and entry["reason"].startswith("not timed:"), entry
+    assert calls == [] and entry.status == "skipped" and entry.reason.startswith("not timed:"), entry
 
 
 def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeypatch):
@@ -81,13 +81,13 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
 
     monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
     climb, rung = _climb(enc, clock, budget=200.0, finish=5.0)
-    climb.budget.ship = 7.0                 # shipping the best so far stays possible whatever the probe does
-    spare = climb.spare()
+    climb.budget.keep_for_shipping(7.0)     # shipping the best so far stays possible whatever the probe does
+    spare = climb.budget.spare()
     assert spare == pytest.approx(200.0 - 5.0 - 7.0 - FINAL_MARGIN * 200.0)
     entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
     assert seen == [pytest.approx(spare / 4)]
-    assert entry["status"] == "skipped" and entry["reason"].startswith("too slow for the")
+    assert entry.status == "skipped" and entry.reason.startswith("too slow for the")
     assert climb.budget.left() >= 5.0 + 7.0
     assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], spare / 4))
 
@@ -178,7 +178,7 @@ def test_a_budget_over_a_day_says_when_it_ends(world, tmp_path, monkeypatch):
     line = end_line(2 * 86400, 0)
     assert line.startswith("a budget of 2.0 days: it ends 2") and "a bare number is minutes" in line
     assert "after the year 9999" in end_line(1e15, 0)
-    monkeypatch.setattr(Climb, "run_all", lambda self, ladder: None)     # the ladder itself is not the point
+    monkeypatch.setattr(Climb, "run_all", lambda self, ladder, arms=None: None)     # the ladder itself is not the point
     logs = []
     auto(data, 3 * 86400, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False, log=logs.append,
          lr_search=False, more_epochs=False)
@@ -290,12 +290,19 @@ def test_three_texts_say_that_validation_holds_one_class(world, tmp_path, caplog
     assert "1 classes" not in caplog.text and "one class has two texts or more" in caplog.text
 
 
-def _cheap_rungs(enc, clock, monkeypatch, estimates: dict):
+class SpareAll:
+    """Fine-tuning arms follow the cheap rungs and can spare them all they ask (what Climb.run asks of the arms)."""
+
+    def spare(self) -> float:
+        return math.inf
+
+
+def _cheap_rungs(enc, clock, monkeypatch, estimates: dict, **kwargs):
     """(climb, frozen rungs named after `estimates`' models, the list of those that ran): each rung takes its
     estimate on the clock, probed already."""
     from headswap.auto.ladder import Rung
 
-    climb, _ = _climb(enc, clock, budget=900.0)
+    climb, _ = _climb(enc, clock, budget=900.0, **kwargs)
     probe = {"load_seconds": 1.0, "train_batch_seconds": 0.0, "inference_seconds_per_text": 0.0,
              "train_startup_seconds": 0.0}
     ran = []
@@ -314,34 +321,37 @@ def test_the_rungs_before_the_arms_take_at_most_a_third_of_the_budget_and_misfit
     runs its cheap rungs after those of a model that fits, cheaper or not."""
     _, enc, _, _ = world
     clock = FakeClock()
-    climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"misfit": 120.0, "fits": 200.0})
-    climb.arms_spare, climb.misfit = lambda: math.inf, {"misfit"}   # arms follow, and spare all
-    climb.run_all(rungs)
+    climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"misfit": 120.0, "fits": 200.0}, misfit={"misfit"})
+    climb.run_all(rungs, SpareAll())
     assert ran == ["fits"]          # first, though dearer; then 200 + 120 s would pass 300 s, a third of 900
-    skipped = next(e for e in climb.entries if e["model"] == "misfit")
-    assert skipped["status"] == "skipped" and "third of the budget" in skipped["reason"], skipped
-    assert climb.tier_left() == pytest.approx(900.0 / 3 - 200.0)
+    skipped = next(e for e in climb.entries if e.model == "misfit")
+    assert skipped.status == "skipped" and "third of the budget" in skipped.reason, skipped
+    assert climb.budget.tier_left() == pytest.approx(900.0 / 3 - 200.0)
 
 
 def test_the_cheap_rungs_leave_the_cheapest_arm_its_first_slice(world, monkeypatch):
     """Each cheap rung may take half of what is left, but not what the cheapest arm needs for its first slice:
     two rungs in a row that each fit half would otherwise leave the arms too little to admit any (emotion at 5
     minutes: 77 and 13 s of frozen heads, 62 s left where the cheapest arm needed 74 s)."""
-    from headswap.auto.compete import arms_spare
+    from headswap.auto.arms import Arms, Plan
 
     _, enc, _, _ = world
     clock = FakeClock()
     climb, rungs, ran = _cheap_rungs(enc, clock, monkeypatch, {"first": 100.0, "second": 100.0, "third": 30.0})
-    arms = {"room": 330.0, "least": 150.0}       # what the arms would share now, and their cheapest first slice
-    monkeypatch.setattr(headswap.auto.compete, "_arms_room", lambda c, plans: arms["room"] - (clock.now - 1000.0))
-    monkeypatch.setattr(headswap.auto.compete, "_least_slice", lambda c, rung: arms["least"])
-    climb.arms_spare = arms_spare(climb, [(rungs[0], {}, {})])
-    climb.run_all(rungs)
-    # 100 s leaves the arms 230 s; a second 100 s would leave 130 s, under their 150 s; 30 s leaves them 200 s
+    _, full = _climb(enc, clock, budget=900.0)        # the arm: the tiny encoder fine-tuned in full
+    # probed: 50 s to load and 300 s a batch (4 an epoch): its first slice (loading and a quarter epoch) takes 350 s,
+    # and so does shipping it (loading, then six loads to save and export)
+    climb.costs.probes[full.cost_key] = {"load_seconds": 50.0, "train_batch_seconds": 300.0,
+                                         "inference_seconds_per_text": 0.0, "train_startup_seconds": 0.0}
+    arms = Arms(climb, [Plan(full, {}, entry_for(full))], [])
+    # what the arms would share now (900 s less the finish, shipping the arm and the margin) less their first slice
+    assert arms.spare() == pytest.approx(900.0 - 2.0 - 350.0 - FINAL_MARGIN * 900.0 - 350.0)      # 180 s
+    climb.run_all(rungs, arms)
+    # 100 s leaves the arms 80 s; a second 100 s would be over them; 30 s leaves them 50 s
     assert ran == ["third", "first"]
-    skipped = next(e for e in climb.entries if e["model"] == "second")
-    assert skipped["status"] == "skipped" and "cheapest first slice" in skipped["reason"], skipped
-    assert climb.arms_spare() == pytest.approx(330.0 - 130.0 - 150.0)
+    skipped = next(e for e in climb.entries if e.model == "second")
+    assert skipped.status == "skipped" and "cheapest first slice" in skipped.reason, skipped
+    assert arms.spare() == pytest.approx(180.0 - 130.0)
 
 
 def test_the_room_to_ship_an_encoder_holds_its_onnx_export_whatever_its_load_took(monkeypatch):

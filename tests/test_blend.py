@@ -17,6 +17,8 @@ import headswap.baseline.blend
 import headswap.decisions.balance
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
+from headswap.auto.records import Entry
+from headswap.data.load import from_lists
 from headswap.baseline.blend import Blend, select
 from headswap.cli.parser import main
 from headswap.errors import DataError, HeadswapError
@@ -237,70 +239,91 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
 
 
+class Reserves:
+    """What shipping a candidate takes, by the rung it ran (all the blend asks of auto's cost model: Costs.reserve)."""
+
+    def __init__(self, seconds: dict):
+        self.seconds = seconds
+
+    def reserve(self, rung) -> float:
+        return self.seconds[rung]
+
+
+TFIDF_ROW = Entry("tfidf", "tfidf", "tfidf-logreg", "baseline", "baseline")
+
+
+def _kept(n: int) -> list[Entry]:
+    """The rows of n candidates, the best first; each names its rung "rung i" (Reserves prices it)."""
+    return [Entry(f"m{i}", f"m{i}", "tfidf-logreg", "full", "fine-tune", rung=f"r{i}", validation_macro_f1=0.9 - i / 10,
+                  plan=f"rung {i}") for i in range(n)]
+
+
+def _climb(validation, costs, budget, models, entries):
+    """A climb whose best is the first of `models`, each kept for the blend with its validation probabilities."""
+    from headswap.auto.climb import Climb
+
+    climb = Climb({}, None, validation, costs, budget, lambda _: None, models[0], entries[0])
+    for entry, model in zip(entries, models):
+        climb.keep(entry, model, model.predict_proba(validation.texts))
+    return climb
+
+
 def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_it(monkeypatch):
-    import types
     from headswap.auto.budget import Budget
-    from headswap.auto.climb import Candidate
     from headswap.auto.ship import blend_winner
 
     texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
     labels = ["spam"] * 30 + ["ham"] * 60
-    validation = types.SimpleNamespace(texts=texts[::3], labels=labels[::3])
+    validation = from_lists(texts[::3], labels[::3])
     models = [TfidfClassifier(C=c).fit(texts[k::2], labels[k::2]) for k, c in ((0, 1.0), (1, 0.1), (0, 0.01))]
-    entries = [{"model": f"m{i}", "model_name": f"m{i}", "strategy": "tfidf-logreg", "regime": "full", "rung": f"r{i}",
-                "validation_macro_f1": 0.9 - i / 10, "plan": f"rung {i}"} for i in range(3)]
+    entries = _kept(3)
     baseline = TfidfClassifier().fit(texts, labels)
-    climb = types.SimpleNamespace(
-        pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
-        budget=Budget(100.0, lambda: 0.0, 0.0), costs=types.SimpleNamespace(reserve={"rung 1": 10.0, "rung 2": 500.0}.get))
+    climb = _climb(validation, Reserves({"rung 1": 10.0, "rung 2": 500.0}), Budget(100.0, lambda: 0.0, 0.0),
+                   models, entries)
     offered = []
     monkeypatch.setattr(headswap.baseline.blend, "select", lambda probas, y, labels, picked_from, prior: offered.append(len(probas)) or
                         headswap.baseline.blend.Selection([1] + [0] * (len(probas) - 1), 0.9, None, None))
-    candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
+    candidates = [TFIDF_ROW]
     best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert best is models[0] and entry is entries[0]          # nothing blended: the best alone stays
     assert offered == [3]       # the best, the candidate whose shipping fits (10 s of 100), TF-IDF
     row = candidates[-1]
-    assert row["tier"] == "blend" and row["status"] == "not better" and len(row["priced_out"]) == 1
-    assert row["left_seconds"] == 100.0         # the time left when the blend began, to read the pricing by
-    assert row["priced_out"][0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
+    assert row.tier == "blend" and row.status == "not better" and len(row.priced_out) == 1
+    assert row.left_seconds == 100.0         # the time left when the blend began, to read the pricing by
+    assert row.priced_out[0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
 
 
 def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_while_shipping_them_does_not_fit(
         monkeypatch):
     """Shipping is priced on what the blend takes, not in the pool's order: the pool's second best, which the blend
     does not want, must not use up the room that the one it wants needs."""
-    import types
     from headswap.auto.budget import Budget
-    from headswap.auto.climb import Candidate
     from headswap.auto.ship import blend_winner
 
     texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
     labels = ["spam"] * 30 + ["ham"] * 60
-    validation = types.SimpleNamespace(texts=texts[::3], labels=labels[::3])
+    validation = from_lists(texts[::3], labels[::3])
     models = [TfidfClassifier(C=c).fit(texts[k::2], labels[k::2]) for k, c in ((0, 1.0), (1, 0.1), (0, 0.01), (1, 1.0))]
-    entries = [{"model": f"m{i}", "model_name": f"m{i}", "strategy": "tfidf-logreg", "regime": "full", "rung": f"r{i}",
-                "validation_macro_f1": 0.9 - i / 10, "plan": f"rung {i}"} for i in range(4)]
+    entries = _kept(4)
     baseline = TfidfClassifier().fit(texts, labels)
     # 100 s left, 2 kept to the margin: room to ship two of the others (30 s each) beside the best, not three
-    climb = types.SimpleNamespace(
-        pool=[Candidate(e, m, m.predict_proba(validation.texts)) for e, m in zip(entries, models)],
-        budget=Budget(100.0, lambda: 0.0, 0.0, ship=30.0), costs=types.SimpleNamespace(reserve=lambda plan: 30.0))
+    climb = _climb(validation, Reserves({f"rung {i}": 30.0 for i in range(4)}), Budget(100.0, lambda: 0.0, 0.0, ship=30.0),
+                   models, entries)
     offered = []
 
     def wants(probas, y, labels, picked_from, prior=None):   # the blend of all: the best 4 rounds, m1 1, m2 2, m3 3, TF-IDF none
-        names = [next((c.entry["model"] for c in climb.pool if np.array_equal(c.proba, p)), "tfidf") for p in probas]
+        names = [next((c.entry.model for c in climb.pool if np.array_equal(c.proba, p)), "tfidf") for p in probas]
         offered.append(names)
         counts = [{"m0": 4, "m1": 1, "m2": 2, "m3": 3}.get(n, 0) for n in names]
         return headswap.baseline.blend.Selection(counts, 0.95, 0.95, 0.9)
 
     monkeypatch.setattr(headswap.baseline.blend, "select", wants)
-    candidates = [{"model": "tfidf", "model_name": "tfidf", "strategy": "tfidf-logreg", "regime": "baseline"}]
+    candidates = [TFIDF_ROW]
     best, entry = blend_winner(models[0], entries[0], climb, baseline, validation, candidates, lambda _: None)
     assert offered == [["m0", "m1", "m2", "m3", "tfidf"], ["m0", "m2", "m3", "tfidf"]]   # m1, least weighted, left out
     row = candidates[-1]
-    assert row["status"] == "ran" and [m["candidate"][:2] for m in row["members"]] == ["m0", "m2", "m3"]
-    assert len(row["priced_out"]) == 1 and row["priced_out"][0].startswith("m1 · tfidf-logreg · full · r1 (shipping")
+    assert row.status == "ran" and [m["candidate"][:2] for m in row.members] == ["m0", "m2", "m3"]
+    assert len(row.priced_out) == 1 and row.priced_out[0].startswith("m1 · tfidf-logreg · full · r1 (shipping")
     assert [w for _, w in best.members_] == pytest.approx([4 / 9, 2 / 9, 3 / 9])
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from headswap.auto.policy import CAP, GRACE_EPOCHS, Arm, Halving
+from headswap.auto.budget import CAP, Budget
+from headswap.auto.policy import GRACE_EPOCHS, Arm, Halving, admit
+from headswap.auto.records import Action, Decision, Phase, Stop
 
 
 class Clock:
@@ -15,6 +17,12 @@ class Clock:
 
     def __call__(self):
         return self.now
+
+
+def halving(arms, seconds: float, clock, parallel: int = 1, cap_seconds: float | None = None) -> Halving:
+    """A policy given `seconds` from now of a budget of `cap_seconds` (the cap's third is of it; None: `seconds`)."""
+    budget = Budget(seconds if cap_seconds is None else cap_seconds, clock, clock())
+    return Halving(arms, budget.share(seconds, parallel))
 
 
 def play(policy: Halving, clock: Clock, score, log=None, busy=None):
@@ -34,7 +42,7 @@ def play(policy: Halving, clock: Clock, score, log=None, busy=None):
             clock.now += took
             trained[s.arm] = trained.get(s.arm, 0.0) + took
             if log is not None:
-                log.append((s.arm, s.round, round(s.seconds, 3)))
+                log.append((s.arm, s.label, round(s.seconds, 3)))
             policy.tell(s.arm, points)
 
 
@@ -45,7 +53,7 @@ def arms(n, epoch=100.0, overhead=5.0):
 def test_the_worse_half_stops_each_round_and_the_leader_gets_the_remainder():
     clock = Clock()
     quality = {"arm0": 0.60, "arm1": 0.80, "arm2": 0.70, "arm3": 0.50}
-    policy = Halving(arms(4, epoch=30.0), 1200.0, clock)
+    policy = halving(arms(4, epoch=30.0), 1200.0, clock)
     log = []
     # Each arm improves with training, at its own level; it never plateaus within this budget.
     play(policy, clock, lambda a, t: quality[a] + 0.1 * t / 1200, log)
@@ -70,7 +78,7 @@ def test_the_worse_half_stops_each_round_and_the_leader_gets_the_remainder():
 
 def test_a_leader_that_stops_improving_stops_and_a_halved_arm_takes_over_with_its_best_kept():
     clock = Clock()
-    policy = Halving(arms(2, epoch=50.0), 1200.0, clock)
+    policy = halving(arms(2, epoch=50.0), 1200.0, clock)
 
     def score(a, t):       # arm0 leads at once but flattens after 100 s; arm1 climbs slowly
         return min(0.9, 0.7 + t / 500) if a == "arm0" else 0.5 + t / 4000
@@ -79,8 +87,8 @@ def test_a_leader_that_stops_improving_stops_and_a_halved_arm_takes_over_with_it
     a0, a1 = policy.arms["arm0"], policy.arms["arm1"]
     assert a0.kind == "plateau" and "stopped improving" in a0.why
     assert a0.best == pytest.approx(0.9) and policy.best() is a0     # stopped, its best kept: still the winner
-    assert a1.slices[0].round == 0 and [s.round for s in a1.slices[1:]] and \
-        all(s.round == "lead" for s in a1.slices[1:])                  # halved first, then it took over
+    assert a1.slices[0].round == 0 and a1.slices[0].phase is Phase.HALVING and [s for s in a1.slices[1:]] and \
+        all(s.phase is Phase.LEAD for s in a1.slices[1:])               # halved first, then it took over
     # and, not leading, it held at most a third of the budget
     assert a1.seconds <= CAP * 1200 + 1e-6 and a1.kind == "cap"
 
@@ -88,44 +96,44 @@ def test_a_leader_that_stops_improving_stops_and_a_halved_arm_takes_over_with_it
 def test_no_arm_holds_more_than_a_third_unless_it_leads():
     clock = Clock()
     # One arm alone would get everything; two arms where the dear one never leads: it is cut at a third.
-    policy = Halving([Arm("cheap", 40.0, 2.0), Arm("dear", 40.0, 2.0)], 900.0, clock, cap_seconds=900.0)
+    policy = halving([Arm("cheap", 40.0, 2.0), Arm("dear", 40.0, 2.0)], 900.0, clock, cap_seconds=900.0)
     play(policy, clock, lambda a, t: (0.9 if a == "cheap" else 0.5) + (0.0 if a == "cheap" and t > 200 else t / 1e4))
     cheap, dear = policy.arms["cheap"], policy.arms["dear"]
     assert dear.seconds <= 300.0 + 1e-6
     assert cheap.kind == "plateau" and dear.kind in ("cap", "plateau", "budget")
     # an arm whose least slice is over a third of the budget cannot run, and says so
     clock2 = Clock()
-    p2 = Halving([Arm("ok", 100.0, 5.0), Arm("huge", 5000.0, 5.0)], 1200.0, clock2)
+    p2 = halving([Arm("ok", 100.0, 5.0), Arm("huge", 5000.0, 5.0)], 1200.0, clock2)
     assert p2.arms["huge"].status == "not run" and "over a third of the budget" in p2.arms["huge"].why
     assert [s.arm for s in p2.ask()] == ["ok"]
 
 
 def test_slices_follow_the_estimates_for_short_and_long_budgets():
     # 5 minutes: one epoch costs 160 s; of 6 arms only those whose first slices fit a round's share run.
-    short = Halving(arms(6, epoch=160.0, overhead=8.0), 300.0, Clock())
+    short = halving(arms(6, epoch=160.0, overhead=8.0), 300.0, Clock())
     admitted = [a for a in short.arms.values() if a.status == "waiting"]
     skipped = [a for a in short.arms.values() if a.status == "not run"]
     assert 1 <= len(admitted) < 6 and all(a.kind == "not admitted" for a in skipped)
     assert "epoch each before judging them" in skipped[0].why
     assert short.slice_s >= 8.0 + 0.25 * 160.0
     # 2 hours: all six run, each for more than an epoch in round 1
-    long = Halving(arms(6, epoch=160.0, overhead=8.0), 7200.0, Clock())
+    long = halving(arms(6, epoch=160.0, overhead=8.0), 7200.0, Clock())
     assert all(a.status == "waiting" for a in long.arms.values()) and long.slice_s > 168.0
 
 
 def test_parallel_slots_run_a_round_at_once_and_failures_stop_an_arm():
     clock = Clock()
-    policy = Halving(arms(4), 1200.0, clock, parallel=4)
+    policy = halving(arms(4), 1200.0, clock, parallel=4)
     first = policy.ask()
     assert len(first) == 4 and policy.ask() == []          # all four at once; none more until they report
     assert first[0].seconds == pytest.approx(1200.0 / 3)    # rounds: 2 halving + the lead, each a third
     clock.now += first[0].seconds
-    for i, s in enumerate(first):
-        if i == 3:
-            policy.tell(s.arm, error="RuntimeError: out of memory")
-        else:
-            policy.tell(s.arm, [(clock.now, 0.5 + i / 10)])
+    decided = [policy.tell(s.arm, error="RuntimeError: out of memory") if i == 3 else
+               policy.tell(s.arm, [(clock.now, 0.5 + i / 10)]) for i, s in enumerate(first)]
     assert policy.arms["arm3"].status == "failed" and "out of memory" in policy.arms["arm3"].why
+    # each waits for the round's end, where the worse half stops; the failed arm stops now, saying why
+    assert decided[:3] == [Decision(Action.HALVE)] * 3
+    assert decided[3] == Decision(Action.STOP, Stop.FAILED, policy.arms["arm3"].why)
     second = policy.ask()
     assert sorted(s.arm for s in second) == ["arm1", "arm2"]      # the better half of the three that ran
 
@@ -136,7 +144,7 @@ def test_an_arm_refused_a_first_slice_is_not_replaced_by_a_later_one_that_costs_
     that is clearly cheaper (a learning-rate variant of a cheap arm) still gets in."""
     arms = [Arm("cached", 50.0, 40.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
             Arm("cached lr", 50.0, 40.0)]
-    policy = Halving(arms, 400.0, Clock())     # with full, a round of 200 s trains neither arm an epoch
+    policy = halving(arms, 400.0, Clock())     # with full, a round of 200 s trains neither arm an epoch
     assert policy.queue == ["cached", "cached lr"]
     assert policy.arms["full"].kind == policy.arms["similarity"].kind == "not admitted"
     assert "costs about as much" in policy.arms["similarity"].why
@@ -147,7 +155,7 @@ def test_an_arm_whose_slice_overran_its_plan_plans_its_later_slices_for_the_over
     """Each slice costs 3 s more than the estimate (a checkpoint saved and resumed): after its first slice an arm
     counts them in its overhead, its later slices leave room for them, and the run ends within its budget."""
     clock = Clock()
-    policy = Halving(arms(4), 600.0, clock)
+    policy = halving(arms(4), 600.0, clock)
     true_overhead = 8.0
     busy = lambda s: s.seconds + max(true_overhead - policy.arms[s.arm].overhead_seconds, 0.0)   # noqa: E731
     play(policy, clock, lambda a, t: 0.5 + 0.1 * int(a[-1]) + t / 6000, busy=busy)
@@ -160,7 +168,7 @@ def test_a_leader_whose_score_saturates_trains_on_while_its_validation_loss_fall
     (improved) keeps it training; one that does not is a plateau."""
     for improves, kind in ((True, "budget"), (False, "plateau")):
         clock = Clock()
-        policy = Halving(arms(1), 600.0, clock)
+        policy = halving(arms(1), 600.0, clock)
         while (slices := policy.ask()):
             s = slices[0]
             clock.now += s.seconds
@@ -177,7 +185,7 @@ def test_arms_of_a_round_train_to_the_same_progress_and_are_judged_there():
     though per second it is slower (which halving by seconds would have cut after 46 s)."""
     clock = Clock()
     arms = [Arm("cached", 60.0, 20.0), Arm("full", 400.0, 30.0), Arm("cached lr", 60.0, 20.0)]
-    policy = Halving(arms, 1200.0, clock, cap_seconds=3600.0)     # the arms' 20 minutes of an hour's budget
+    policy = halving(arms, 1200.0, clock, cap_seconds=3600.0)     # the arms' 20 minutes of an hour's budget
     assert policy.queue == ["cached", "full"] and policy.arms["cached lr"].kind == "not admitted"
     target = (600.0 - 50.0) / 460.0       # a round's share (1200 s over a round and the leader phase) buys this
     first = {}
@@ -195,7 +203,7 @@ def test_arms_of_a_round_train_to_the_same_progress_and_are_judged_there():
 
 def test_a_slice_measured_slower_than_its_estimate_plans_the_next_for_the_rate_it_measured():
     clock = Clock()
-    policy = Halving([Arm("a", 100.0, 5.0), Arm("b", 100.0, 5.0)], 2000.0, clock)
+    policy = halving([Arm("a", 100.0, 5.0), Arm("b", 100.0, 5.0)], 2000.0, clock)
     s = policy.ask()[0]
     clock.now += s.seconds
     # it trained only half the progress planned in its training seconds: an epoch costs twice the estimate
@@ -210,11 +218,11 @@ def test_a_leader_stops_on_a_plateau_only_after_its_patience_in_epochs_without_g
     from headswap.auto.policy import PATIENCE_EPOCHS
 
     clock = Clock()
-    policy = Halving([Arm("only", 100.0, 5.0)], 10000.0, clock)
+    policy = halving([Arm("only", 100.0, 5.0)], 10000.0, clock)
     n = int(PATIENCE_EPOCHS / 0.5)      # the slices without gain that patience allows
     scores = iter([0.80, 0.85] + [0.85] * (n + 2))
     progress = 0.0
-    stopped_at = None
+    stopped_at, decided = None, []
     for i in range(n + 4):
         [s] = policy.ask() or [None]
         if s is None:
@@ -222,8 +230,11 @@ def test_a_leader_stops_on_a_plateau_only_after_its_patience_in_epochs_without_g
             break
         clock.now += 55.0
         progress += 0.5
-        policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0)
+        decided.append(policy.tell("only", [(clock.now, next(scores))], progress=progress, train_seconds=50.0))
     arm = policy.arms["only"]
+    # the leader trains on, slice after slice, until its patience runs out
+    assert [d.action for d in decided] == [Action.CONTINUE] * (n + 1) + [Action.STOP]
+    assert decided[-1].stop is Stop.PLATEAU and decided[-1].why == arm.why
     assert arm.kind == "plateau" and arm.progress == pytest.approx(1.0 + PATIENCE_EPOCHS) and stopped_at == n + 2
     assert f"{PATIENCE_EPOCHS:.1f} epochs without beating 0.8500" in arm.why and PATIENCE_EPOCHS >= 2
 
@@ -236,17 +247,17 @@ def test_a_one_off_pass_counts_in_the_first_slice_of_its_group_only():
                 Arm("cached lr", 60.0, 10.0, once_seconds=once, group="g"), Arm("full", 200.0, 10.0)]
     # 1100 s over 2 rounds and the leader: a first round of 367 s trains all three an epoch without the one-off
     # pass (30 s of overheads and 320 s of epochs), not with it (60 s and 320 s)
-    assert Halving(three(0.0), 1100.0, Clock()).queue == ["cached", "cached lr", "full"]
-    assert Halving(three(30.0), 1100.0, Clock()).queue == ["cached", "cached lr"]
+    assert halving(three(0.0), 1100.0, Clock()).queue == ["cached", "cached lr", "full"]
+    assert halving(three(30.0), 1100.0, Clock()).queue == ["cached", "cached lr"]
     # the pass is counted once for the group: 350 s over one round and the leader trains both an epoch (20 s of
     # overheads, 30 s of pass, 120 s of epochs in 175 s), where counting it for each (200 s) would not
-    assert Halving(three(30.0)[:2], 350.0, Clock()).queue == ["cached", "cached lr"]
+    assert halving(three(30.0)[:2], 350.0, Clock()).queue == ["cached", "cached lr"]
     # a learning-rate variant whose rung does not run plans the pass in its own first slice
-    alone = Halving([Arm("cached lr", 60.0, 10.0, once_seconds=30.0, group="g")], 200.0, Clock())
+    alone = halving([Arm("cached lr", 60.0, 10.0, once_seconds=30.0, group="g")], 200.0, Clock())
     assert alone.ask()[0].seconds >= 10.0 + 30.0 + GRACE_EPOCHS * 60.0
     clock = Clock()
     group = three(30.0)
-    policy = Halving(group, 1000.0, clock)
+    policy = halving(group, 1000.0, clock)
     assert [a.least_slice for a in group] == pytest.approx([55.0, 55.0, 60.0])
     s = policy.ask()[0]
     assert s.arm == "cached" and s.seconds >= 55.0
@@ -260,14 +271,14 @@ def test_where_no_arm_is_under_the_cap_the_cheapest_runs_alone_if_the_budget_hol
     of the budget (100 s). Alone it leads, so the 1/3 rule cannot stop it: it runs, and trains to the end."""
     clock = Clock()
     dear = [Arm("cached", 300.0, 16.0, once_seconds=30.0), Arm("full", 600.0, 20.0)]   # least 121 and 170 s
-    policy = Halving(dear, 150.0, clock, cap_seconds=300.0)
+    policy = halving(dear, 150.0, clock, cap_seconds=300.0)
     assert policy.queue == ["cached"] and policy.arms["full"].kind == "too dear"
     play(policy, clock, lambda a, t: 0.7 + t / 1000)
     policy.finish()
     cached = policy.arms["cached"]
     assert cached.kind == "budget" and cached.seconds == pytest.approx(150.0)
     # a budget that cannot hold even the cheapest: nothing runs
-    none = Halving([Arm("cached", 300.0, 16.0, once_seconds=30.0)], 110.0, Clock(), cap_seconds=300.0)
+    none = halving([Arm("cached", 300.0, 16.0, once_seconds=30.0)], 110.0, Clock(), cap_seconds=300.0)
     assert none.queue == [] and none.arms["cached"].kind == "too dear"
 
 
@@ -275,7 +286,7 @@ def test_what_a_finished_leader_leaves_goes_to_an_arm_that_was_not_admitted():
     """One arm admitted finishes its planned epochs early; no arm was halved, so the first arm that was not admitted
     and whose first slice fits what is left trains on it, rather than the minutes going unused."""
     clock = Clock()
-    policy = Halving([Arm("cached", 50.0, 10.0), Arm("full", 80.0, 20.0)], 100.0, clock, cap_seconds=900.0)
+    policy = halving([Arm("cached", 50.0, 10.0), Arm("full", 80.0, 20.0)], 100.0, clock, cap_seconds=900.0)
     assert policy.queue == ["cached"] and policy.arms["full"].kind == "not admitted"
     s = policy.ask()[0]
     clock.now += 55.0
@@ -285,3 +296,19 @@ def test_what_a_finished_leader_leaves_goes_to_an_arm_that_was_not_admitted():
     clock.now += 45.0
     policy.tell("full", [(clock.now, 0.85)])
     assert policy.ask() == [] and policy.arms["cached"].kind == "finished"
+
+
+def test_admission_is_decided_before_the_policy_is_built_and_changes_no_arm():
+    """compete chooses the arms' room by asking which arms each room would admit (admit), then builds the policy
+    once: asking changes nothing, and the policy admits what admit said."""
+    clock = Clock()
+    group = [Arm("cached", 50.0, 40.0), Arm("full", 400.0, 30.0), Arm("similarity", 380.0, 25.0),
+             Arm("cached lr", 50.0, 40.0)]
+    budget = Budget(400.0, clock, clock())
+    small, large = admit(group, budget.share(400.0)), admit(group, budget.share(4000.0))
+    assert small.queue == ["cached", "cached lr"] and small.refused["full"][0] is Stop.NOT_ADMITTED
+    assert large.queue == ["cached", "full", "similarity", "cached lr"] and large.refused == {}
+    assert all(a.status == "waiting" and a.kind is None for a in group)
+    policy = Halving(group, budget.share(400.0))
+    assert policy.queue == small.queue and policy.target == pytest.approx(small.target)
+    assert policy.arms["full"].kind == "not admitted" and policy.arms["full"].why == small.refused["full"][1]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from headswap.auto.records import Entry
 from headswap.auto.prior import (UNPROVEN_SHARE, Prior, build_table, coarse, family, load_table, rung_family,
                                  shape)
 from headswap.errors import HeadswapError
@@ -124,6 +125,10 @@ def test_a_finer_bucket_judges_only_where_two_data_sets_of_it_tried_the_family(t
     assert Prior(table, 4000, 2, False, misfit=True).evidence(FROZEN).said == "of this size and classes"
 
 
+
+# The TF-IDF baseline's row: what a cheap rung must beat
+BASELINE = Entry("tfidf", "tfidf", "tfidf-logreg", "baseline", "baseline", validation_macro_f1=0.5)
+
 def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the_prior(monkeypatch):
     from headswap.auto.budget import Budget
     from headswap.auto.climb import Climb
@@ -134,8 +139,8 @@ def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the
         shape(15000, 6, False): {"a": never, "b": never}}}}        # 2 data sets of its size, no win: unproven
     logged = []
     costs = Costs(15000, 1000, 0, 16)
-    climb = Climb({}, None, None, costs, Budget(900.0, lambda: 100.0), logged.append, None, {"validation_macro_f1": 0.5})
-    climb.prior = Prior(table, 15000, 151, False)
+    climb = Climb({}, None, None, costs, Budget(900.0, lambda: 100.0), logged.append, None, BASELINE,
+                  prior=Prior(table, 15000, 151, False))
     monkeypatch.setattr(Climb, "probe", lambda self, rung, entry, most=None: True)
     monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: (0.11 if rung.kind == "causal" else 0.09) * 900)
     monkeypatch.setattr(Costs, "reserve", lambda self, rung: 5.0)
@@ -147,8 +152,8 @@ def test_an_unproven_cheap_rung_over_a_tenth_of_the_budget_is_skipped_naming_the
     assert rung_family(causal) == CAUSAL
     climb.run(causal)
     entry = climb.entries[-1]
-    assert entry["status"] == "skipped" and "prior: it won on none of the 2 data sets of this size" in entry["reason"]
-    assert f"{UNPROVEN_SHARE:.0%} of the budget" in entry["reason"] and trained == []
+    assert entry.status == "skipped" and "prior: it won on none of the 2 data sets of this size" in entry.reason
+    assert f"{UNPROVEN_SHARE:.0%} of the budget" in entry.reason and trained == []
     climb.run(Rung("enc", "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="linear", name="linear head"))
     assert trained == ["encoder"]        # never tried, so unproven too, but under a tenth of the budget
 
@@ -175,13 +180,12 @@ def test_a_dropped_cheap_rung_is_not_even_timed(monkeypatch):
     never = {"ran": 21, "within": 0, "won": 0}
     table = {"runs": ["x"], "families": {FROZEN: {shape(16000, 6, False): {"emotion": never, "other": never}}}}
     climb = Climb({}, None, None, Costs(16000, 1600, 0, 16), Budget(900.0, lambda: 100.0), lambda m: None, None,
-                  {"validation_macro_f1": 0.5})
-    climb.prior = Prior(table, 16000, 6, False)
+                  BASELINE, prior=Prior(table, 16000, 6, False))
     probed = []
     monkeypatch.setattr(Climb, "probe", lambda self, rung, entry, most=None: probed.append(rung) or False)
     climb.run_all([Rung("enc", "encoder", "encoder-mlp", "head-only", 1, tier="frozen", head="linear",
                         name="logistic head")])
-    assert probed == [] and climb.entries[-1]["status"] == "skipped" and "not tried" in climb.entries[-1]["reason"]
+    assert probed == [] and climb.entries[-1].status == "skipped" and "not tried" in climb.entries[-1].reason
 
 
 def _script(name: str, monkeypatch):

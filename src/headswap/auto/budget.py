@@ -16,8 +16,8 @@ import numbers
 import os
 import re
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from headswap.errors import ConfigError
 
@@ -70,24 +70,33 @@ def process_start(clock: Callable[[], float] = time.perf_counter) -> float:
     return now - process_age()
 
 
+# Of the budget (of the slot-seconds where arms train side by side): the most one part of the run may hold unless it
+# leads on validation: an arm (headswap.auto.policy), the cheap rungs together before the arms (Budget.tier_left).
+CAP = 1 / 3
+
+
 @dataclass
 class Budget:
-    """auto's time, asked by every rule: one clock, what is left, and what is kept back to the end.
+    """auto's time, asked by every rule: one clock, what is left, and what is kept back to the end. No other module
+    keeps a deadline or sums seconds left: each asks a question here.
 
     spare() is what may go to something that might not win (a probe, a rung, an arm's slice): what is left, less
     `finish` (what the end takes whatever wins: scoring the baseline on test, the report, the exit), `ship` (shipping
-    the best so far: loading it, blending it, scoring test, saving and exporting; Costs.reserve of its rung) and the
-    final margin."""
+    the best so far: loading it, blending it, scoring test, saving and exporting; Costs.reserve of its rung, set by
+    keep_for_shipping) and the final margin."""
     seconds: float
     clock: Callable[[], float] = time.perf_counter
     started: float = 0.0
     finish: float = 0.0
     ship: float = 0.0
+    cheap_from: float | None = field(default=None, init=False)     # left() when the cheap rungs began
+    shipping: dict | None = field(default=None, init=False)         # begin_shipping's record
 
     @property
     def margin(self) -> float:
         return FINAL_MARGIN * self.seconds
 
+    # ---- the clock -----------------------------------------------------------------------------------------------
     def spent(self) -> float:
         return self.clock() - self.started
 
@@ -101,6 +110,173 @@ class Budget:
     def over(self) -> bool:
         """Whether only the margin is left."""
         return self.left() <= self.margin
+
+    def elapsed(self) -> tuple[float, float]:
+        """(seconds spent, the share of the budget they are): what the report says was used."""
+        spent = self.spent()
+        return spent, spent / self.seconds
+
+    def cap(self, slots: int = 1) -> float:
+        """The most one arm (or the cheap rungs together) may hold unless it leads: a third of what the machines can
+        give; with `slots` arms training side by side an arm's slot takes no time from another's, so the cap is of
+        slot-seconds (on one machine, of the budget)."""
+        return CAP * self.seconds * slots
+
+    # ---- shipping -----------------------------------------------------------------------------------------------
+    def keep_for_shipping(self, seconds: float) -> None:
+        """The best so far changed: from now on `seconds` (Costs.reserve of its rung) stay free to ship it."""
+        self.ship = seconds
+
+    def spare_to_ship(self, more: float) -> float:
+        """spare() where `more` seconds are kept to ship besides the best so far (a blend's other members)."""
+        return self.spare(ship=self.ship + more)
+
+    def spare_beside_baseline(self, baseline: float) -> float:
+        """spare() before anything ran, with `baseline` seconds (baseline_seconds: fitting the TF-IDF baseline and
+        the finish) kept back: what converting a model at its first load may take."""
+        return self.spare(ship=baseline - self.finish)
+
+    def begin_shipping(self) -> dict:
+        """The record of shipping (results.json's auto.shipping): what was left and what was kept for it when the
+        blend and the save began; end_shipping() adds the seconds it took."""
+        self.shipping = {"left_seconds": round(self.left(), 1), "reserved_seconds": round(self.ship, 1)}
+        return self.shipping
+
+    def end_shipping(self) -> None:
+        """Shipping (blend, save, export, scoring on test) is done: its seconds, against what was kept for it."""
+        self.shipping["seconds"] = round(self.shipping["left_seconds"] - self.left(), 1)
+
+    # ---- the cheap rungs ----------------------------------------------------------------------------------------
+    def probe_room(self, guess: float, most: float = math.inf) -> tuple[float, float | None]:
+        """(spare(), the most a probe guessed to take `guess` may take; None: it may not start). Loading the model
+        and encoding the probe's texts cannot be cut short: a probe starts only where twice its guess is left to
+        spend, and may take a quarter of it (and no more than `most`)."""
+        spare = self.spare()
+        return spare, (None if spare < 2 * guess else min(spare / 4, most))
+
+    def next_guess(self, guess: float, spare: float) -> float:
+        """A probe stopped as too slow: the next probe of its model is guessed to take what this one did (the spare
+        it shrank from `spare`), at least `guess`."""
+        return max(guess, spare - self.spare())
+
+    def room(self, reserve: float) -> float:
+        """What a rung may take: spare(), less what shipping it (`reserve`) takes beyond shipping the best so far."""
+        return self.spare() - max(reserve - self.ship, 0.0)
+
+    @staticmethod
+    def cheap_share(room: float, arms_follow: bool) -> float:
+        """Of a cheap rung's room, what it may take: half while fine-tuning arms follow (the other half is theirs)."""
+        return room / 2 if arms_follow else room
+
+    def unproven_most(self, room: float, share: float) -> float:
+        """What a rung the prior never saw pay may take: `share` of the budget, within its room."""
+        return min(room, share * self.seconds)
+
+    @staticmethod
+    def train_limit(most: float, load: float) -> float:
+        """The time limit a rung's training gets where it may take `most` seconds and loading takes `load`."""
+        return max(most - load, 1.0)
+
+    def begin_cheap_tier(self) -> None:
+        self.cheap_from = self.left()
+
+    def tier_left(self) -> float:
+        """Seconds the rungs before the fine-tuning arms (static, every model's frozen heads) may still take: the cap
+        (a third of the budget) from when they began (begin_cheap_tier), less what they took."""
+        spent = 0.0 if self.cheap_from is None else self.cheap_from - self.left()
+        return self.cap() - spent
+
+    # ---- the fine-tuning arms -----------------------------------------------------------------------------------
+    def arm_probe_limit(self, steps: float) -> float:
+        """The most an arm's probe (2 x 4 training batches) may take where a first slice trains `steps` steps:
+        twice what 8 batches may cost when that slice must fit in a third of the budget."""
+        return 2 * 8 * CAP * self.seconds / steps
+
+    def arms_reserve(self, needs: Sequence[ArmNeed], slots: int = 1) -> float:
+        """Room to ship the winner among arms that need `needs`: the largest reserve of those that could get a first
+        slice and still be shipped (an arm too dear for that does not decide how much the others keep back), a
+        first slice within the cap unless no arm's is (policy.Halving admits no other). On emotion SmolLM2's LoRA
+        arm, its least slice twice the cap, kept 2.5 minutes back to ship it where MiniLM's arms needed 30 s, and
+        the run used 80% of its budget."""
+        left, cap = self.spare(ship=0.0), self.cap(slots)
+        fits = [(n.least, n.reserve) for n in needs if n.least + n.reserve <= left]
+        under = [reserve for least, reserve in fits if least <= cap]
+        if under:
+            return max(under)
+        if fits:
+            return min(fits)[1]       # the cheapest least slice: the arm that runs alone
+        return min(n.reserve for n in needs)
+
+    def arms_room(self, needs: Sequence[ArmNeed], slots: int = 1, second: bool = False) -> float:
+        """What arms that need `needs` would share if they began now: spare() with the room to ship the winner among
+        them kept (and, with `second`, as much again for a second model in a blend). Without that room the blend
+        had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each other
+        candidate needed 36 s to ship."""
+        return self.spare(ship=self.arms_reserve(needs, slots) * (2 if second else 1))
+
+    def arms_spare(self, needs: Sequence[ArmNeed], least: float, slots: int = 1, second: bool = False) -> float:
+        """What a cheap rung may take now and still leave the arms the cheapest first slice, `least`."""
+        return self.arms_room(needs, slots, second) - least
+
+    def share(self, seconds: float, slots: int = 1) -> Share:
+        """`seconds` (none when negative) given from now to arms training `slots` at a time."""
+        return Share(self, max(seconds, 0.0), slots)
+
+
+@dataclass(frozen=True)
+class ArmNeed:
+    """What a fine-tuning arm needs of the budget: its least useful slice, and the room to ship it if it wins."""
+    least: float
+    reserve: float
+
+
+class Share:
+    """Seconds of the budget given to the fine-tuning arms from when they were given (start, on the budget's clock):
+    what is left of them and what one arm may hold. headswap.auto.policy.Halving asks it every time question."""
+
+    def __init__(self, budget: Budget, seconds: float, slots: int = 1):
+        self.budget, self.seconds, self.slots = budget, seconds, max(1, int(slots))
+        self.start = budget.clock()
+        self.deadline = self.start + seconds
+        self.cap = budget.cap(self.slots)
+
+    def now(self) -> float:
+        return self.budget.clock()
+
+    def left(self) -> float:
+        return self.deadline - self.budget.clock()
+
+    def remaining(self) -> float:
+        """left(), or 0 once past the end."""
+        return max(self.left(), 0)
+
+    def given(self) -> float:
+        return self.deadline - self.start
+
+    def whole_epochs(self, epoch_seconds: float) -> int:
+        """The epochs of `epoch_seconds` the whole share would buy one arm, counted up."""
+        return math.ceil(self.seconds / max(epoch_seconds, 1e-9))
+
+    def cut(self, planned: float, held: float, free: bool) -> tuple[float, float, bool]:
+        """A slice of `planned` seconds cut to what is left and, unless `free` (it leads, or runs alone), to what an
+        arm that holds `held` seconds has under the cap: (the slice, what was left, whether the cap cut it)."""
+        left = self.left()
+        room = math.inf if free else self.cap - held
+        return min(planned, left, room), left, room < min(planned, left)
+
+    def last_slice(self, planned: float, least: float) -> float:
+        """A leader's slice of `planned` seconds, or what is left where that would leave less than `least` after."""
+        return self.left() if self.left() - planned < least else planned
+
+    def holds(self, least: float, held: float) -> bool:
+        """Whether what is left, and the cap of an arm that holds `held`, both hold a slice of `least`."""
+        return min(self.left(), self.cap - held) >= least
+
+
+def shown(seconds: float) -> str:
+    """Seconds left as a log line says them: a rule's answer may be below zero, never what is said to be left."""
+    from headswap.reports.report_text import duration
+    return duration(max(seconds, 0))
 
 
 def finish_seconds(n_test: int) -> float:

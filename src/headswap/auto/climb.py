@@ -12,11 +12,12 @@ import gc
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
-from headswap.auto.budget import Budget
+from headswap.auto.budget import Budget, shown
 from headswap.reports.report_text import duration
 from headswap.auto.ladder import PROBE_GUESS, Costs, Rung
+from headswap.auto.records import Entry, Status
 
 # Candidates kept for the blend (headswap.auto.ship.blend_winner): the best on validation, each a model in memory
 # (or an arm's bytes) with its validation probabilities.
@@ -29,31 +30,34 @@ class Candidate:
     as bytes, loaded only when the blend takes it up) and its probabilities on every validation text: those of the
     kept weights, and `picked_from`, those of every validation they were picked among (an arm's, over all its
     slices; empty where nothing was picked), which the blend checks out of fold."""
-    entry: dict
+    entry: Entry
     model: object
     proba: object
     picked_from: list = field(default_factory=list)
 
     @property
     def score(self) -> float:
-        return self.entry["validation_macro_f1"]
+        return self.entry.validation_macro_f1
 
     def loaded(self):
         from headswap.auto.runners import load_shipped
         return load_shipped(self.model) if isinstance(self.model, bytes) else self.model
 
 
-def entry_for(rung: Rung) -> dict:
+class ArmsRoom(Protocol):
+    """The fine-tuning arms that follow the cheap rungs (headswap.auto.arms.Arms), as the cheap rungs ask them."""
+
+    def spare(self) -> float:
+        """What a cheap rung may take now and still leave the arms their cheapest first slice."""
+
+
+def entry_for(rung: Rung, tuned: dict | None = None) -> Entry:
+    """The row of `rung` (at the learning rates `tuned`, for a variant), before anything is known of it."""
     from headswap.reports.html_report import model_display_name
 
-    return {"model": rung.model, "model_name": model_display_name(rung.model), "strategy": rung.strategy,
-            "regime": rung.regime, "tier": rung.tier, "rung": rung.name, "epochs": rung.epochs,
-            **({"head": rung.head, "head_fit": rung.head_fit} if rung.head else {})}
-
-
-def label(e: dict) -> str:
-    extra = f" · {e['rung']}" if e.get("rung") and e["rung"] != e["regime"] else ""
-    return f"{e['model_name']} · {e['strategy']} · {e['regime']}{extra}"
+    return Entry(rung.model, model_display_name(rung.model), rung.strategy, rung.regime, rung.tier, rung=rung.name,
+                 epochs=rung.epochs, head=rung.head or None, head_fit=rung.head_fit if rung.head else None,
+                 tuned=tuned)
 
 
 def validation_f1(clf) -> float:
@@ -70,28 +74,25 @@ class Climb:
     """Runs rungs, keeps the best classifier on validation macro F1 (ties: the earlier, cheaper one)."""
 
     def __init__(self, settings: dict, train, validation, costs: Costs, budget: Budget,
-                 log: Callable[[str], None], best, best_entry: dict):
+                 log: Callable[[str], None], best, best_entry: Entry, *, prior=None, misfit: Iterable[str] = (),
+                 blends: bool = False, arm_slots: int = 1):
         self.settings, self.train, self.validation, self.costs = settings, train, validation, costs
         self.budget, self.log = budget, log
-        self.best, self.best_entry = best, best_entry
-        self.entries: list[dict] = []
-        # Where fine-tuning arms compete after these rungs: what a cheap rung may take now and leave the cheapest
-        # its first slice (besides which half of what is left is theirs); None where no arm can run
-        self.arms_spare: Callable[[], float] | None = None
-        self.misfit: set[str] = set()  # models whose vocabulary does not fit the texts: their cheap rungs go last
-        self.cheap_from: float | None = None    # left() when the cheap rungs began (their share is capped from it)
-        self.dear: list[Rung] = []
+        self.best, self.best_entry = best, best_entry      # the classifier to ship so far, and its row
+        self.prior = prior    # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
+        self.misfit = frozenset(misfit)  # models whose vocabulary does not fit the texts: their rungs go last
+        self.blends = blends  # whether the winner may ship blended (the arms then leave room to ship a second model)
+        self.arm_slots = max(1, arm_slots)    # fine-tuning arms that train at once (the runner's parallel)
+        self.entries: list[Entry] = []
+        self.halving: dict | None = None      # how the arms shared their time (Halving.summary, less the arms)
         self.probe_seconds: dict[str, float] = {}
         # (model, strategy): [(validation macro F1, rung, head state, head kind)] of the frozen rungs, for the arms to
         # start from
         self.heads: dict[tuple[str, str], list] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
-        self.prior = None     # headswap.auto.prior.Prior: which rungs came near the winner in earlier runs
-        self.arm_slots = 1    # fine-tuning arms that train at once (set by compete.prepare)
-        self.blends = False   # whether the winner may ship blended (the arms then leave room to ship a second model)
         self.pool: list[Candidate] = []    # the POOL best on validation, best first
 
-    def keep(self, entry: dict, model, proba, picked_from: list | None = None) -> None:
+    def keep(self, entry: Entry, model, proba, picked_from: list | None = None) -> None:
         """Keep a candidate for the blend (its latest best replaces what it kept before); only the POOL best on
         validation stay. One without probabilities for every validation text (an out-of-scope model's leave its
         rejected texts out) is not kept. `picked_from` is held, not copied: an arm's later slices add to it."""
@@ -103,34 +104,28 @@ class Climb:
         del self.pool[POOL:]
 
     # ---- one rung -----------------------------------------------------------------------------------
-    def skip(self, entry: dict, reason: str, status: str = "skipped") -> None:
-        entry.update(status=status, reason=reason)
-        self.log(f"  skip {label(entry)}: {reason}")
+    def skip(self, entry: Entry, reason: str) -> None:
+        entry.skip(reason)
+        self.log(f"  skip {entry.label}: {reason}")
 
-    def spare(self) -> float:
-        """Seconds that may go to something that might not win (a probe): Budget.spare()."""
-        return self.budget.spare()
+    def take_lead(self, model, entry: Entry, rung: Rung) -> None:
+        """`entry` is the best so far (its model, or None while an arm's bytes wait to be loaded): the budget keeps
+        room to ship it (the blend prices its other members beside it)."""
+        self.best, self.best_entry = model, entry
+        self.budget.keep_for_shipping(self.costs.reserve(rung))
 
-    def room(self, rung: Rung) -> float:
-        """Seconds this rung may take: spare(), less what shipping it would take beyond shipping the best so far."""
-        return self.spare() - max(self.costs.reserve(rung) - self.budget.ship, 0.0)
-
-    def probe(self, rung: Rung, entry: dict, most: float = math.inf) -> bool:
+    def probe(self, rung: Rung, entry: Entry, most: float = math.inf) -> bool:
         from headswap.trials.measure import ProbeTooSlow, probe_static, probe_timing
         from headswap.trials.rows import error_fields
 
         if self.costs.probe(rung) is not None:
             return True
         guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
-        spare = self.spare()
-        # Loading the model and encoding the probe's texts cannot be cut short: a probe starts only where twice
-        # its guess is left to spend, and may take a quarter of it; one that does not finish in that is stopped
-        # between steps and says the rung is too dear.
-        if spare < 2 * guess:
-            self.skip(entry, f"not timed: {duration(max(spare, 0))} left to spend, and timing it takes about "
-                             f"{duration(guess)}")
+        # A probe that does not finish in its limit is stopped between steps and says the rung is too dear.
+        spare, limit = self.budget.probe_room(guess, most)
+        if limit is None:
+            self.skip(entry, f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
             return False
-        limit = min(spare / 4, most)
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
         # cost is encoding its texts (256 of them at four batches: 15 s of a 60 s budget on 2 loaded cores), and a
         # step on cached features costs next to nothing.
@@ -140,12 +135,12 @@ class Climb:
                 else probe_timing(rung, self.train, {**rung.settings(self.settings), "head_fit": "loop"},
                                   batches=batches, time_limit=limit, load_guess=self.load_seen.get(rung.model, 0.0))
         except ProbeTooSlow as e:
-            self.probe_seconds[rung.model] = max(guess, spare - self.spare())    # the next probe's guess
+            self.probe_seconds[rung.model] = self.budget.next_guess(guess, spare)
             self.skip(entry, f"too slow for the {duration(self.budget.left())} left: {e}")
             return False
         except Exception as e:  # the rung would fail the same way: record it, go on
-            entry.update({**error_fields(e), "status": "failed", "reason": "failed while timing a few batches"})
-            self.log(f"  {label(entry)}: failed while timing a few batches: {entry['error']}")
+            entry.fail(error_fields(e), "failed while timing a few batches")
+            self.log(f"  {entry.label}: failed while timing a few batches: {entry.error}")
             return False
         self.costs.probes[rung.cost_key] = probe
         self.probe_seconds[rung.model] = probe["probe_seconds"]
@@ -153,30 +148,22 @@ class Climb:
         gc.collect()
         return True
 
-    def tier_left(self) -> float:
-        """Seconds the rungs before the fine-tuning arms (static, every model's frozen heads) may still take: a third
-        of the budget (halving.CAP) from when they began, less what they took."""
-        from headswap.auto.policy import CAP
-
-        spent = 0.0 if self.cheap_from is None else self.cheap_from - self.budget.left()
-        return CAP * self.budget.seconds - spent
-
-    def run_all(self, ladder: list[Rung]) -> None:
+    def run_all(self, ladder: list[Rung], arms: ArmsRoom | None = None) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
-        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.compete's arms."""
+        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.arms;
+        `arms`, where one of them can run, leaves them their room."""
         cheap = [r for r in ladder if r.tier in ("static", "frozen")]
-        self.dear = [r for r in ladder if r.tier not in ("static", "frozen")]
-        self.cheap_from = self.budget.left()
+        self.budget.begin_cheap_tier()
         ready = []
         for rung in cheap:
             entry = entry_for(rung)
             if self._dropped(rung, entry):
                 self.entries.append(entry)
-            elif self.spare() > 0 and self.probe(rung, entry):
+            elif self.budget.spare() > 0 and self.probe(rung, entry):
                 ready.append((self.costs.estimate(rung), rung))
             else:
                 self.entries.append(entry)
-                if "status" not in entry:
+                if entry.status is None:
                     self.skip(entry, "the budget was spent before this rung")
         # Cheapest first; the frozen rungs after the first of a model reuse its encoding pass, so they stay together.
         first = {}
@@ -189,9 +176,9 @@ class Climb:
             proven[key] = min(proven.get(key, order), order)
         for _, rung in sorted(ready, key=lambda e: (e[1].model in self.misfit, proven[(e[1].model, e[1].strategy)],
                                                     first[(e[1].model, e[1].strategy)], e[1].head_fit != "logistic")):
-            self.run(rung)
-        for rung in self.dear:
-            self.run(rung)
+            self.run(rung, arms)
+        for rung in (r for r in ladder if r.tier not in ("static", "frozen")):
+            self.run(rung, arms)
 
     def _order(self, rung: Rung) -> tuple:
         """The prior's order: rungs whose family came near the winner before go first (none: today's order)."""
@@ -200,7 +187,7 @@ class Climb:
         from headswap.auto.prior import rung_family
         return self.prior.order(rung_family(rung))
 
-    def _dropped(self, rung: Rung, entry: dict) -> bool:
+    def _dropped(self, rung: Rung, entry: Entry) -> bool:
         """Skip a cheap rung the prior drops (Prior.dropped) before it is timed: its probe loads and encodes too."""
         if self.prior is None or not (rung.regime == "head-only" or rung.tier == "static"):
             return False
@@ -210,73 +197,73 @@ class Climb:
             self.skip(entry, why)
         return why is not None
 
-    def run(self, rung: Rung) -> None:
+    def run(self, rung: Rung, arms: ArmsRoom | None = None) -> None:
+        """Run one cheap rung where its estimate fits what the budget leaves it (beside `arms`, the fine-tuning
+        arms that follow, where one can run), or record why not."""
         entry = entry_for(rung)
         self.entries.append(entry)
         if self._dropped(rung, entry):
             return
-        if self.spare() <= 0:
+        if self.budget.spare() <= 0:
             return self.skip(entry, "the budget was spent before this rung")
         if not self.probe(rung, entry):
             return
-        c = self.costs
-        est, room = c.estimate(rung), self.room(rung)
-        entry["estimated_seconds"] = est
-        later = self.arms_spare is not None
-        share = room / 2 if later else room     # fine-tuning arms wait: half of what is left stays theirs
+        c, later = self.costs, arms is not None
+        est, room = c.estimate(rung), self.budget.room(c.reserve(rung))
+        entry.estimated_seconds = est
+        share = self.budget.cheap_share(room, later)
         if est > share:
-            return self.skip(entry, f"estimated {duration(est)}, over {duration(max(share, 0))}: "
-                                    + ("half of " if later else "") + f"the {duration(max(room, 0))} left after "
-                                    f"keeping {duration(c.reserve(rung))} to ship it")
-        spare = self.arms_spare() if later else math.inf
+            return self.skip(entry, f"estimated {duration(est)}, over {shown(share)}: " + ("half of " if later else "")
+                             + f"the {shown(room)} left after keeping {duration(c.reserve(rung))} to ship it")
+        spare = arms.spare() if later else math.inf
         if est > spare:
-            return self.skip(entry, f"estimated {duration(est)}, over the {duration(max(spare, 0))} that the fine-tuning arms "
+            return self.skip(entry, f"estimated {duration(est)}, over the {shown(spare)} that the fine-tuning arms "
                                     f"can spare beside their cheapest first slice")
         most = room      # what the rung may train for: a rung the prior never saw pay, a tenth of the budget
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
             from headswap.auto.prior import UNPROVEN_SHARE, rung_family
             key = rung_family(rung)
             if not self.prior.proven(key):
-                most = min(room, UNPROVEN_SHARE * self.budget.seconds)
+                most = self.budget.unproven_most(room, UNPROVEN_SHARE)
                 if est > most:
                     return self.skip(entry, f"estimated {duration(est)}; prior: " + self.prior.why_unproven(key, most))
-        tier = self.tier_left()
+        tier = self.budget.tier_left()
         if later and est > tier:
             # The cheap tier is held to a third of the budget, like any arm that does not lead: on emotion's 16,000
             # texts a second encoder's frozen pass took 278 s of 900 for validation 0.62 while the arms got 4 min.
-            return self.skip(entry, f"estimated {duration(est)}, over the {duration(max(tier, 0))} left of the cheap rungs' "
+            return self.skip(entry, f"estimated {duration(est)}, over the {shown(tier)} left of the cheap rungs' "
                                     f"third of the budget (the fine-tuning arms get the rest)")
-        return self.train_rung(rung, entry, time_limit=max(most - c.load_seconds(rung), 1.0))
+        return self.train_rung(rung, entry, time_limit=self.budget.train_limit(most, c.load_seconds(rung)))
 
-    def train_rung(self, rung: Rung, entry: dict, time_limit: float, epochs: int | None = None,
+    def train_rung(self, rung: Rung, entry: Entry, time_limit: float, epochs: int | None = None,
                    eval_every: int = 0, learn: float | None = None, announce: bool = True, **extra) -> None:
         if announce:
-            self.log(f"  {label(entry)}: estimated {duration(entry['estimated_seconds'])} ({duration(self.budget.left())} left)")
+            self.log(f"  {entry.label}: estimated {duration(entry.estimated_seconds)} ({duration(self.budget.left())} "
+                     f"left)")
         settings = {**rung.settings(self.settings), **extra, "time_limit": time_limit,
                     "epochs": rung.epochs if epochs is None else epochs}
         if eval_every:
             settings["eval_every"] = eval_every
         clf = train_one(rung, settings, entry, self.train, self.validation, self.log)
-        entry["plan"] = rung
+        entry.plan = rung
         if clf is not None:
             if learn is not None:
-                self.costs.learn(rung, learn, entry["seconds"])
+                self.costs.learn(rung, learn, entry.seconds)
             if rung.regime == "head-only":
                 self.costs.encoded.add((rung.model, rung.strategy))
                 head = getattr(clf.module_, "head", None)
                 if head is not None:
                     self.heads.setdefault((rung.model, rung.strategy), []).append(
-                        (entry["validation_macro_f1"], label(entry),
+                        (entry.validation_macro_f1, entry.label,
                          {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}, rung.head))
             self.keep(entry, clf, getattr(clf, "validation_proba_", None), getattr(clf, "validation_probas_", None))
-            if entry["validation_macro_f1"] > self.best_entry["validation_macro_f1"]:
-                self.best, self.best_entry = clf, entry
-                self.budget.ship = self.costs.reserve(rung)
+            if entry.validation_macro_f1 > self.best_entry.validation_macro_f1:
+                self.take_lead(clf, entry, rung)
         clf = None
         gc.collect()
 
 
-def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
+def train_one(rung: Rung, settings: dict, entry: Entry, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
     from headswap.trials.plan import classifier_for
@@ -286,16 +273,17 @@ def train_one(rung: Rung, settings: dict, entry: dict, train, validation, log):
     try:
         clf = classifier_for(rung, settings, epochs=settings["epochs"])
         clf.fit(train.texts, train.labels, eval_texts=validation.texts, eval_labels=validation.labels)
-        entry.update(status="ran", validation_macro_f1=validation_f1(clf), best_epoch=getattr(clf, "best_epoch_", None))
+        f1 = validation_f1(clf)
+        entry.status, entry.validation_macro_f1, entry.best_epoch = Status.RAN, f1, getattr(clf, "best_epoch_", None)
         if clf.notes_:
-            entry["notes"] = list(clf.notes_)
+            entry.notes = list(clf.notes_)
         if clf.stopped_:
-            entry["stopped"] = clf.stopped_
+            entry.stopped = clf.stopped_
     except Exception as e:
-        entry.update({**error_fields(e), "status": "failed", "reason": "failed while training"})
-        log(f"    failed: {entry['error']}")
+        entry.fail(error_fields(e), "failed while training")
+        log(f"    failed: {entry.error}")
         clf = None
-    entry["seconds"] = time.perf_counter() - t0
+    entry.seconds = time.perf_counter() - t0
     if clf is not None:
-        log(f"    validation macro F1 {entry['validation_macro_f1']:.4f} ({entry['seconds']:.0f} s)")
+        log(f"    validation macro F1 {entry.validation_macro_f1:.4f} ({entry.seconds:.0f} s)")
     return clf

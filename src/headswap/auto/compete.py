@@ -1,8 +1,7 @@
-"""auto's fine-tuning rungs as arms of a successive-halving competition (the policy: headswap.auto.policy; the
-slices: headswap.auto.runners). Each fine-tuning rung is timed by its probe (Climb.probe), becomes an arm, and so do
-its learning-rate neighbours on LR_GRID (unless the rate was given); the budget left after the cheap rungs, less
-the room to ship the winner, is what the arms share. Every arm is recorded as a candidate with its slices, its
-validation curve, its seconds and why it stopped; the best validated arm so far is Climb's best as it goes.
+"""auto's fine-tuning arms (headswap.auto.arms) compete by successive halving (the policy: headswap.auto.policy; the
+slices: headswap.auto.runners): the budget left after the cheap rungs, less the room to ship the winner, is what the
+arms share. Every arm is recorded as a candidate with its slices, its validation curve, its seconds and why it
+stopped; the best validated arm so far is Climb's best as it goes.
 """
 
 from __future__ import annotations
@@ -10,12 +9,17 @@ from __future__ import annotations
 import gc
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from headswap.auto.arms import Arms, ArmCosts, Plan, arm_costs
+from headswap.auto.budget import Share, shown
+from headswap.auto.policy import Arm, Halving, admit
+from headswap.auto.records import Entry, Phase, Status
+from headswap.reports.report_text import duration
 
 if TYPE_CHECKING:
     from headswap.auto.runners import Runner
 
-LR_GRID = tuple(sorted(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)))   # 1e-7, 3e-7, ..., 3e-1
 # A learning-rate variant must beat the best validation macro F1 so far by more than this to become the best:
 # macro F1 on a validation set of a few thousand texts moves by tenths of a point between seeds alone. (On emotion,
 # 3 seeds, body_lr 3e-4 came within -0.2..+0.3 points of 1e-4 on validation, and was 0.7-2.5 points worse on test:
@@ -27,165 +31,6 @@ LR_MARGIN = 0.005
 # it on test both times.
 MARGIN_TEXTS = 2000
 MAX_PLANNED_EPOCHS = 10     # an arm's learning-rate schedule runs over at most this many epochs (or the user's)
-SLICE_VALIDATIONS = 2       # validations an arm's slice overhead counts: the one at the stop, and calibration's
-
-
-def lr_neighbours(rate: float) -> tuple[float | None, float | None]:
-    """The LR_GRID values just above and just below `rate` (None past either end)."""
-    above = [g for g in LR_GRID if g > rate * (1 + 1e-9)]
-    below = [g for g in LR_GRID if g < rate * (1 - 1e-9)]
-    return (above[0] if above else None), (below[-1] if below else None)
-
-
-def lr_variants(rung, settings: dict) -> list[dict]:
-    """The learning rates to try besides the rung's own: one step up and one down the grid; none when the rate
-    was given."""
-    from headswap.settings import default_body_lr, defaults
-
-    name = "head_lr" if rung.regime == "head-only" else "body_lr"
-    if settings.get(name) is not None:
-        return []
-    base = default_body_lr(rung.regime) if name == "body_lr" else defaults()["head_lr"]
-    return [{name: r} for r in lr_neighbours(base) if r is not None]
-
-
-def arm_name(entry: dict) -> str:
-    from headswap.auto.climb import label
-
-    return label(entry) + "".join(f" · {k} {v:g}" for k, v in (entry.get("tuned") or {}).items())
-
-
-def prepare(climb, rungs: list, lr_search: bool = True, parallel: int = 1) -> tuple[list, list]:
-    """Probe the fine-tuning `rungs` and add each one's learning-rate variants: (plans, entries), a plan being
-    (rung, tuned rate, entry). The entries (every rung's, probed or not) join climb.entries in compete().
-    `parallel`: the arms that will train at once (the 1/3 cap is of their slot-seconds)."""
-    from headswap.auto.climb import entry_for, label
-    from headswap.auto.policy import CAP
-
-    def kept_out(entry: dict, kind: str) -> None:
-        """A rung that never gets to halving still has a row in the report's arms table: `kind` in halving's words."""
-        entry.update(arm=arm_name(entry), halving=True, seconds=0.0, slices=[], stopped_because=kind)
-
-    climb.arm_slots = max(1, parallel)
-    plans, entries = [], []
-    dear: dict[str, str] = {}     # model: why its later fine-tuning rungs are not timed
-    for rung in rungs:
-        entry = entry_for(rung)
-        entries.append(entry)
-        if climb.budget.over():
-            climb.skip(entry, "the budget was spent before this rung")
-            kept_out(entry, "budget")
-            continue
-        if rung.model in dear:
-            climb.skip(entry, dear[rung.model])
-            kept_out(entry, "too dear")
-            continue
-        if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
-            plans.append((rung, {}, entry))      # too dear or not, halving decides its slices and says why
-            if _least_slice(climb.costs, rung) <= CAP * climb.budget.seconds * max(1, parallel):
-                continue
-        else:
-            too_slow = entry.get("reason", "").startswith("too slow")
-            kept_out(entry, "too dear" if too_slow else "failed" if entry.get("status") == "failed" else "budget")
-            if not too_slow:
-                continue                         # failed, or not timed for want of time: says nothing of the rest
-        # A model's fine-tuning rungs come cheapest first (the ladder's order: cached partial, full, similarity,
-        # cross-encoder; unprompted LoRA, prompted, generation), so one too dear for a first slice says the same
-        # of the rest; timing each would spend minutes loading it (six SmolLM2 probes took ~5 min of 15).
-        dear[rung.model] = f"not timed: {label(entry)} was too dear for a first slice, and this rung costs as much " \
-                           f"a step or more"
-    if lr_search and plans and climb.settings.get("body_lr") is not None:
-        climb.log(f"  learning-rate variants: body_lr was given ({climb.settings['body_lr']:g}), so it is kept")
-    for rung, _, entry in list(plans) if lr_search else ():
-        for tuned in lr_variants(rung, climb.settings):
-            e = {**entry_for(rung), "tuned": tuned}
-            entries.append(e)
-            plans.append((rung, tuned, e))
-    # Arms on a body whose vocabulary does not fit the texts wait behind every arm on one that fits, learning-rate
-    # variants included: on German tweets MiniLM's two arms (its frozen heads 12 points under multilingual-e5-small's)
-    # took 4 of the 8 minutes the arms shared, while the variants of e5's leading arm were never admitted. Then the
-    # rungs before their learning-rate variants, each in the order of how often its family won before on such data
-    # (the prior; a stable sort: the ladder's order otherwise): on emotion the cached partial came first, and the
-    # budget that trains two arms to an epoch each before judging them had no room beside it for full fine-tuning's
-    # 5-minute epoch, the family that won 6 of the 7 earlier runs there.
-    from headswap.auto.prior import rung_family
-    prior = getattr(climb, "prior", None)
-    rank = {id(entry): prior.arm_order(rung_family(rung)) if prior is not None else 0.0 for rung, _, entry in plans}
-    plans.sort(key=lambda plan: (plan[0].model in climb.misfit, bool(plan[1]), rank[id(plan[2])]))
-    if prior is not None and len(set(rank.values())) > 1:
-        climb.log("  arms in the prior's order: " + "; ".join(
-            f"{label(e)} ({prior.arm_evidence(rung_family(rung))})" for rung, tuned, e in plans if not tuned))
-    return plans, entries
-
-
-def _probe_limit(climb, rung) -> float:
-    """The most an arm's probe (2 x 4 training batches) may take: twice what 8 batches may cost when a quarter epoch
-    must fit in a third of the budget. A probe slower than that times an arm that could not get a first slice."""
-    from headswap.auto.policy import CAP, GRACE_EPOCHS
-
-    steps = max(1.0, math.ceil(climb.costs.n_train / climb.costs.batch(rung)) * GRACE_EPOCHS)
-    return 2 * 8 * CAP * climb.budget.seconds / steps
-
-
-def _least_slice(c, rung) -> float:
-    """The probed rung's least useful slice, as halving.Arm counts it (its overhead and a first share of an epoch)."""
-    from headswap.auto.policy import Arm
-
-    epoch, overhead, _ = _costs(c, rung)
-    return Arm("", epoch, overhead, once_seconds=c.lower_pass(rung)).least_slice
-
-
-def _costs(c, rung) -> tuple[float, float, int]:
-    """An arm's (epoch seconds with its validations inside, overhead seconds a slice, validate every N steps)."""
-    epoch, val = c.epoch_seconds(rung), c.n_validation * c.per_text(rung) * c.factor.get(rung.model, 1.0)
-    startup = c.probe(rung).get("train_startup_seconds") or 0.0
-    every = c.eval_every(rung, rung.epochs)
-    in_epoch = max(math.ceil(math.ceil(c.n_train / c.batch(rung)) / every) - 1, 0) * val
-    return epoch + in_epoch, c.load_seconds(rung) + startup + SLICE_VALIDATIONS * val, every
-
-
-def _reserve(climb, plans: list) -> float:
-    """Room to ship the winner: the largest reserve of the arms that could get a first slice and still be shipped
-    (an arm too dear for that does not decide how much the others keep back), a first slice within the 1/3 cap
-    unless no arm's is (policy.Halving admits no other). On emotion SmolLM2's LoRA arm, its least slice twice the
-    cap, kept 2.5 minutes back to ship it where MiniLM's arms needed 30 s, and the run used 80% of its budget."""
-    from headswap.auto.policy import CAP
-
-    c, left = climb.costs, climb.budget.spare(ship=0.0)
-    cap = CAP * climb.budget.seconds * getattr(climb, "arm_slots", 1)
-    fits = [(_least_slice(c, rung), c.reserve(rung)) for rung, _, _ in plans]
-    fits = [(least, reserve) for least, reserve in fits if least + reserve <= left]
-    under = [reserve for least, reserve in fits if least <= cap]
-    if under:
-        return max(under)
-    if fits:
-        return min(fits)[1]       # the cheapest least slice: the arm that runs alone
-    return min(c.reserve(r) for r, _, _ in plans)
-
-
-def _arms_room(climb, plans: list, second: bool = True) -> float:
-    """What the arms would share if they began now: what is left, less the finish, the room to ship the winner (and,
-    when auto blends and `second`, as much again for a second model in the blend) and the final margin. Without that
-    room the blend had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each
-    other candidate needed 36 s to ship."""
-    second = second and getattr(climb, "blends", False)
-    return climb.budget.spare(ship=_reserve(climb, plans) * (2 if second else 1))
-
-
-def arms_can_run(climb, plans: list) -> bool:
-    """Whether any arm's first slice fits what is left (after the room to ship): only then do the cheap rungs leave
-    the arms half of what is left, and their cheapest first slice (arms_spare). An arm over the 1/3 cap may run
-    alone (halving.Halving)."""
-    return bool(plans) and arms_spare(climb, plans)() >= 0
-
-
-def arms_spare(climb, plans: list) -> Callable[[], float]:
-    """The seconds a cheap rung may take now and still leave the cheapest arm its first slice. Each cheap rung may
-    take half of what is left, so two in a row could take three quarters: at 5 minutes on emotion the frozen
-    logistic and linear heads (77 and 13 s) left the arms 62 s, where the cheapest needed 74 s, and the run
-    ended at 64% of its budget with TF-IDF."""
-    least = min(_least_slice(climb.costs, r) for r, _, _ in plans)
-    return lambda: _arms_room(climb, plans) - least
 
 
 def warm_start(climb, rung, settings: dict) -> dict:
@@ -214,143 +59,178 @@ def lr_margin(n_validation: int) -> float:
     return LR_MARGIN * math.sqrt(MARGIN_TEXTS / max(n_validation, 1))
 
 
-def _to_beat(climb, entry: dict, before: float | None) -> float:
+def _to_beat(climb, entry: Entry, before: float | None) -> float:
     """What an arm's new best must exceed to become what auto ships: the best so far (read before this slice's
     result updates the arm's entry), plus lr_margin() for a learning-rate variant taking the lead from another arm.
     An arm that already leads ships each improvement: its entry is the best entry, and comparing with the entry
     after its update would keep its first slice's weights for good."""
     if climb.best_entry is entry:
         return before if before is not None else -math.inf
-    return climb.best_entry["validation_macro_f1"] + (lr_margin(climb.costs.n_validation) if entry.get("tuned") else 0.0)
+    return climb.best_entry.validation_macro_f1 + (lr_margin(climb.costs.n_validation) if entry.tuned else 0.0)
 
 
-def compete(climb, prepared: tuple[list, list], *, more_epochs: bool = True, clock: Callable[[], float], folder,
-            runner: "Runner | None" = None) -> None:
+def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: Runner | None = None) -> None:
     """Run the prepared arms (prepare()) within what is left of climb's budget, record them in climb.entries, and
     make the best of them climb.best when it beats what the cheap rungs gave."""
-    from headswap.auto.runners import LocalArms, clean_for_shipping, load_shipped
-    from headswap.reports.report_text import duration
-    from headswap.auto.policy import Arm, Halving
+    from headswap.auto.runners import LocalArms
 
-    c, log = climb.costs, climb.log
-    plans, entries = prepared
-    climb.entries.extend(entries)
-    if not plans:
+    climb.entries.extend(prepared.entries)
+    if not prepared.plans:
         return
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
+    arms = [_arm(climb.costs, rung, entry) for rung, _, entry in prepared.plans]
+    share = _share(climb, prepared, arms, runner.parallel)
+    jobs = _jobs(climb, prepared.plans, share, more_epochs)
+    policy = Halving(arms, share)
+    climb.log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
+              f"{duration(policy.slice_s)} ({shown(share.seconds)} to share, {runner.parallel} at a time)")
+    Match(climb, policy, jobs, runner).play()
+    _record(climb, policy, jobs)
 
-    def halving(room: float):
-        arms, jobs = [], {}
-        for rung, tuned, entry in plans:
-            epoch, overhead, every = _costs(c, rung)
-            planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, math.ceil(max(room, 0) / max(epoch, 1e-9)))) \
-                if more_epochs else rung.epochs
-            name = arm_name(entry)
-            # The first slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the
-            # others reuse it (one group): each plans for it until one has run, as the variant admitted alone at 5
-            # minutes on GermEval 2018 must (planned without it, its slice ran 84 s of the 51 the arms had).
-            arms.append(Arm(name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key)))
-            settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
-            settings.update(warm_start(climb, rung, settings))
-            entry.update(arm=name, epochs=planned, estimated_seconds=round(overhead + epoch, 2))
-            if tuned:
-                entry["reason"] = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
-            jobs[name] = (rung, settings, entry)
-        return Halving(arms, max(room, 0.0), clock, parallel=runner.parallel, cap_seconds=climb.budget.seconds), jobs
 
-    second = True
-    room = _arms_room(climb, plans)
-    policy, jobs = halving(room)
-    if not policy.queue and getattr(climb, "blends", False):
+def _arm(c: ArmCosts, rung, entry: Entry) -> Arm:
+    """The rung (or learning-rate variant) `entry` as the policy knows it: its name and estimated costs. The first
+    slice of the rung or of any of its learning-rate variants makes the lower-block pass, and the others reuse it
+    (one group): each plans for it until one has run, as the variant admitted alone at 5 minutes on GermEval 2018
+    must (planned without it, its slice ran 84 s of the 51 the arms had)."""
+    epoch, overhead, _ = arm_costs(c, rung)
+    return Arm(entry.arm_name, epoch, overhead, once_seconds=c.lower_pass(rung), group=repr(rung.cost_key))
+
+
+def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
+    """The arms' share of the budget (Arms.room): what is left less the room to ship the winner among them, and a
+    second blended model where that still admits an arm; where only some arms are admitted, the room to ship those
+    alone, unless that admits one dearer to ship."""
+    budget, plans = climb.budget, prepared.plans
+    second, room = True, prepared.room()
+    queue = admit(arms, budget.share(room, parallel)).queue
+    if not queue and climb.blends:
         # The room kept to ship a second blended model is worth less than an arm: at 5 minutes on GermEval 2018 no
         # arm got a first slice beside it (e5's cheapest needed 55 s, 21 s were left) and the run used 77% of its
         # budget. blend_winner offers another candidate only while the time left pays for shipping it.
-        second, room = False, _arms_room(climb, plans, second=False)
-        log(f"  no arm's first slice fits beside the room kept to ship a second blended model: that room goes to "
-            f"the arms")
-        policy, jobs = halving(room)
-    admitted = [p for p in plans if p[2].get("arm") in policy.queue]
-    wider = _arms_room(climb, admitted, second) if admitted and len(admitted) < len(plans) else room
+        second, room = False, prepared.room(second=False)
+        climb.log("  no arm's first slice fits beside the room kept to ship a second blended model: that room goes "
+                  "to the arms")
+        queue = admit(arms, budget.share(room, parallel)).queue
+    admitted = [p for p in plans if p.entry.arm_name in queue]
+    wider = prepared.room(admitted, second) if admitted and len(admitted) < len(plans) else room
     if wider > room:
         # Only an admitted arm can win, so only theirs is the room to keep for shipping: on CLINC150 two MiniLM
         # arms (14 s to ship) were admitted of 12, yet twice a SmolLM2 arm's 65 s was kept, and the blend began
         # with 150 s left. The wider room is kept unless it admits an arm dearer to ship than those.
-        again, again_jobs = halving(wider)
-        chosen = [p for p in plans if p[2].get("arm") in again.queue]
-        if chosen and _reserve(climb, chosen) <= _reserve(climb, admitted):
-            log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
-            room, policy, jobs = wider, again, again_jobs
-        else:
-            policy, jobs = halving(room)
-    log(f"  successive halving: {len(policy.queue)} of {len(jobs)} arms get a first slice of about "
-        f"{duration(policy.slice_s)} ({duration(max(room, 0))} to share, {runner.parallel} at a time)")
-    seen: dict[str, int] = {}
-    validated: dict[str, list] = {}      # each arm's probabilities at every validation of its slices
-    best_blob = None
-    try:
-        while True:
-            for s in policy.ask():
-                rung, settings, entry = jobs[s.arm]
-                arm = policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
-                overhead = arm.overhead_seconds + arm.once_seconds
-                log(f"  {s.arm}: slice of {duration(s.seconds)} (round {s.round if s.round == 'lead' else s.round + 1}, "
-                    f"{duration(policy.left())} left)")
-                runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
-                             seen.get(s.arm, 0))
-            if not runner.busy:
-                break
-            name, clf, result = runner.wait()
-            start = policy.running[name].start
-            seen[name] = result.get("history_length", seen.get(name, 0))
-            validated.setdefault(name, []).extend(result.get("validation_probas") or [])
-            before = policy.arms[name].best
-            policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
-                          finished=result.get("finished", False), node=result.get("node"),
-                          improved=result.get("better", False), progress=result.get("progress"),
-                          train_seconds=result.get("train_seconds"))
-            arm, entry = policy.arms[name], jobs[name][2]
-            to_beat = _to_beat(climb, entry, before)
-            if result.get("notes"):
-                entry["notes"] = result["notes"]
-            if result.get("started_from"):
-                entry["started_from"] = result["started_from"]
-                log(f"    {name} started from the head of {result['started_from']}")
-            if arm.best is not None:
-                entry["validation_macro_f1"] = arm.best
-            log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
-                                   f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
-                                   "no validation yet") + (f"; {arm.why}" if arm.why else ""))
-            # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
-            # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
-            improved = result.get("better", False)
-            if improved and arm.best is not None:
-                climb.keep(entry, clf, result.get("validation_proba"), validated[name])
-            ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
-            if clf is not None and improved and ahead:
-                if isinstance(clf, bytes):
-                    best_blob, climb.best = clf, None
-                else:
-                    clean_for_shipping(clf)
-                    best_blob, climb.best = None, clf
-                climb.best_entry = entry
-                climb.budget.ship = c.reserve(jobs[name][0])     # the blend prices its other members beside it
-            clf = None
-            gc.collect()
-        policy.finish()
-    finally:
-        runner.close()
-    if best_blob is not None:
-        climb.best = load_shipped(best_blob)
+        queue = admit(arms, budget.share(wider, parallel)).queue
+        chosen = [p for p in plans if p.entry.arm_name in queue]
+        if chosen and prepared.reserve(chosen) <= prepared.reserve(admitted):
+            climb.log(f"  the room kept to ship arms that were not admitted goes to the {len(chosen)} that were")
+            room = wider
+    return budget.share(room, parallel)
+
+
+def _jobs(climb, plans: list[Plan], share: Share, more_epochs: bool) -> dict[str, tuple]:
+    """Each arm's (rung, settings of its every slice, entry): its schedule planned over as many epochs as its share
+    could give it (with more_epochs: so a leader can train on), from the best frozen head of its kind."""
+    jobs = {}
+    for rung, tuned, entry in plans:
+        epoch, overhead, every = arm_costs(climb.costs, rung)
+        planned = max(rung.epochs, min(MAX_PLANNED_EPOCHS, share.whole_epochs(epoch))) if more_epochs else rung.epochs
+        settings = {**rung.settings(climb.settings), **tuned, "epochs": planned, "eval_every": every}
+        settings.update(warm_start(climb, rung, settings))
+        entry.arm, entry.epochs, entry.estimated_seconds = entry.arm_name, planned, round(overhead + epoch, 2)
+        if tuned:
+            entry.reason = "learning-rate variant: " + ", ".join(f"{k} {v:g}" for k, v in tuned.items())
+        jobs[entry.arm] = (rung, settings, entry)
+    return jobs
+
+
+class Match:
+    """The arms' slices on a runner as the policy hands them out: each result told to the policy, recorded in its
+    arm's entry, offered to the blend, and made climb's best when it leads."""
+
+    def __init__(self, climb, policy, jobs: dict[str, tuple], runner: Runner):
+        self.climb, self.policy, self.jobs, self.runner = climb, policy, jobs, runner
+        self.seen: dict[str, int] = {}           # each arm's training-history entries so far
+        self.validated: dict[str, list] = {}     # each arm's probabilities at every validation of its slices
+        self.blob: bytes | None = None           # the best arm's model, as a Ray worker sent it, until loaded
+
+    def play(self) -> None:
+        from headswap.auto.runners import load_shipped
+
+        try:
+            while True:
+                for s in self.policy.ask():
+                    self.start(s)
+                if not self.runner.busy:
+                    break
+                name, clf, result = self.runner.wait()
+                self.take(name, clf, result)
+                clf = None
+                gc.collect()
+            self.policy.finish()
+        finally:
+            self.runner.close()
+        if self.blob is not None:
+            self.climb.best = load_shipped(self.blob)
+
+    def start(self, s) -> None:
+        rung, settings, _ = self.jobs[s.arm]
+        arm = self.policy.arms[s.arm]     # its overhead as its earlier slices corrected it, and a one-off pass
+        overhead = arm.overhead_seconds + arm.once_seconds
+        said_round = "lead" if s.phase is Phase.LEAD else s.round + 1
+        self.climb.log(f"  {s.arm}: slice of {duration(s.seconds)} (round {said_round}, "
+                       f"{duration(self.policy.share.left())} left)")
+        self.runner.start(s.arm, rung, {**settings, "time_limit": max(s.seconds - overhead, 1.0)},
+                          self.seen.get(s.arm, 0))
+
+    def take(self, name: str, clf, result: dict) -> None:
+        """A slice came back: told to the policy, recorded in its entry, kept for the blend, the best if it leads."""
+        climb, policy = self.climb, self.policy
+        start = policy.running[name].start
+        self.seen[name] = result.get("history_length", self.seen.get(name, 0))
+        self.validated.setdefault(name, []).extend(result.get("validation_probas") or [])
+        before = policy.arms[name].best
+        decision = policy.tell(name, [(start + t, v) for t, v in result["points"]], error=result.get("error"),
+                               finished=result.get("finished", False), node=result.get("node"),
+                               improved=result.get("better", False), progress=result.get("progress"),
+                               train_seconds=result.get("train_seconds"))
+        arm, (rung, _, entry) = policy.arms[name], self.jobs[name]
+        to_beat = _to_beat(climb, entry, before)
+        if result.get("notes"):
+            entry.notes = result["notes"]
+        if result.get("started_from"):
+            entry.started_from = result["started_from"]
+            climb.log(f"    {name} started from the head of {result['started_from']}")
+        if arm.best is not None:
+            entry.validation_macro_f1 = arm.best
+        climb.log(f"    {name}: " + (f"failed: {result['error']}" if result.get("error") else
+                                     f"best validation macro F1 {arm.best:.4f}" if arm.best is not None else
+                                     "no validation yet") + (f"; {decision.why}" if decision.why else ""))
+        # The slice's fit kept weights better than the arm's earlier ones: a higher score, or the same at a lower
+        # validation loss (a saturated score, 1.0 on SMS spam, would otherwise ship the first slice to reach it).
+        improved = result.get("better", False)
+        if improved and arm.best is not None:
+            climb.keep(entry, clf, result.get("validation_proba"), self.validated[name])
+        ahead = arm.best is not None and (arm.best > to_beat or climb.best_entry is entry and arm.best == to_beat)
+        if clf is not None and improved and ahead:
+            from headswap.auto.runners import clean_for_shipping
+
+            if not isinstance(clf, bytes):
+                clean_for_shipping(clf)
+            self.blob = clf if isinstance(clf, bytes) else None
+            climb.take_lead(None if self.blob is not None else clf, entry, rung)
+
+
+def _record(climb, policy, jobs: dict[str, tuple]) -> None:
+    """Each arm's entry as the policy ends it: its slices, curve, seconds, epochs and why it stopped."""
     summary = policy.summary()
     for name, (rung, settings, entry) in jobs.items():
-        a = summary["arms"][name]
-        status = "skipped" if a["status"] == "not run" else "ran" if a["best"] is not None else "failed"
-        entry.update(status=status, seconds=a["seconds"], slices=a["slices"], curve=a["curve"],
-                     stopped_because=a["stopped_because"], trained_epochs=a["epochs"], halving=True, plan=rung)
+        a, arm = summary["arms"][name], policy.arms[name]
+        entry.status = arm.outcome
+        entry.seconds, entry.slices, entry.curve = a["seconds"], a["slices"], a["curve"]
+        entry.stopped_because, entry.trained_epochs, entry.halving, entry.plan = arm.kind, a["epochs"], True, rung
         if a["best"] is not None:
-            entry["validation_macro_f1"] = a["best"]
+            entry.validation_macro_f1 = a["best"]
         if a["why"]:
-            entry["reason"] = (entry["reason"] + "; " if entry.get("reason") else "") + a["why"]
-        if status == "failed":
-            entry["error"] = a["why"] or 'no validation score'
+            entry.explain(a["why"])
+        if entry.status is Status.FAILED:
+            entry.error = a["why"] or 'no validation score'
     climb.halving = {k: v for k, v in summary.items() if k != "arms"}

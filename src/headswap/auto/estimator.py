@@ -71,7 +71,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
                                                            "validation data")
         out = Path(self.out) if self.out is not None else Path(tempfile.mkdtemp(prefix="headswap-auto-"))
         settings = {"seed": self.seed, **({"out_of_scope": self.out_of_scope} if self.out_of_scope else {})}
-        kept = []      # (entry, model): the baseline and the candidates auto held for the blend
+        kept = []      # (position, model): the baseline and the candidates auto held for the blend
         with output_lock(out, flag="out"):     # as the command: a folder that takes no files is one line, at once
             results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds,
                            models=self.models, strategies=self.strategies, out=out, quantize=self.quantize,
@@ -81,11 +81,11 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
                 record_label_values(out / "model", {str(v): int(v) for v in y if v != self.out_of_scope})
         self.results_, self.out_, self.report_ = results, out, out / "report.html"
         entries = results["auto"]["candidates"]
-        rows = {id(c): board_row(c) for c in entries}
-        self.leaderboard_ = Leaderboard(rows.values())
+        rows = [board_row(c) for c in entries]
+        self.leaderboard_ = Leaderboard(rows)
         self.best_ = next(r for r in self.leaderboard_ if r["status"] == "winner")
         # The winner's row is scored on the shipped model_ (blended, leaned, exported as it ships)
-        self.candidates_ = [(rows[id(e)], m) for e, m in kept if id(e) in rows and rows[id(e)] is not self.best_]
+        self.candidates_ = [(rows[i], m) for i, m in kept if rows[i] is not self.best_]
         self.model_ = load_model(out / "model", progress=False)
         self.classes_ = np.asarray(self.model_.classes_)
         return self

@@ -30,67 +30,43 @@ best so far and finish (headswap.auto.budget); a budget too small for the baseli
 
 from __future__ import annotations
 
-import datetime
 import gc
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.reports.markdown import auto_markdown
-from headswap.auto.budget import (baseline_seconds, check_budget, check_seconds, end_line, finish_seconds,
+from headswap.auto.budget import (Budget, baseline_seconds, check_budget, check_seconds, end_line, finish_seconds,
                                    warm_up_charts)
+from headswap.auto.data import Data, data_warnings, read_data
+from headswap.auto.records import Entry, Status
+from headswap.auto.results import begin_results, scored_rows, write_report
 from headswap.auto.ship import blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
+from headswap.reports.report_text import duration
 from headswap.trials import DEFAULT_MODELS
 
 # Candidates by default only when installed; timed like the others.
 OPTIONAL_MODELS = ("mpnet", "gemma3-270m", "multilingual-e5-small")
-def _data(data_dir, seed: int, out_of_scope: str | None = None, test_fraction: float | None = None,
-          text_column: str = "text", label_column: str = "label"):
-    """(train, validation, test or None, sizes): validation.csv, or a stratified tenth of train held out; test.csv,
-    test_fraction of train held out first, or none. With out_of_scope, that label's rows are allowed in validation
-    and test (each candidate rejects them; the test row reports it)."""
-    from collections import Counter
-
-    from headswap.trials.plan import BenchData, EVAL_FRACTION, held_out_source, load_bench_data, train_source
-
-    data = data_dir if isinstance(data_dir, BenchData) else load_bench_data(
-        data_dir, seed=seed, out_of_scope=out_of_scope, test_fraction=test_fraction, text_column=text_column,
-        label_column=label_column, needs_test=False, who="auto")
-    train, validation, sizes = data.train, data.validation, dict(data.sizes)
-    if validation is None:
-        from headswap.data.sampling import stratified_split
-        train, validation = stratified_split(train, EVAL_FRACTION, seed)
-        file = sizes["train"]["file"] or sizes["train"]["source"]
-        held = ["test"] if sizes["test"]["used"] and not sizes["test"]["file"] else []
-        sizes["validation"] = {"file": None, "rows": len(validation), "used": len(validation),
-                               "classes": dict(sorted(Counter(validation.labels).items())),
-                               "source": held_out_source(EVAL_FRACTION, f"the rest of {file}" if held else file, seed),
-                               "note": f"no validation.csv: {EVAL_FRACTION:.0%} of the training texts held out "
-                                       "(stratified, seeded) for best-epoch selection and for picking the winner"}
-        sizes["train"] = {**sizes["train"], "used": len(train), "source": train_source(file, held + ["validation"])}
-    return train, validation, data.test, sizes
 
 
-def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
-    """`models` less those whose first load would convert them into the model cache for longer than `spare`
-    seconds leave room to then time one of their rungs, and a skip record for each of those."""
-    from headswap.auto.ladder import PROBE_GUESS
-    from headswap.reports.report_text import duration
-    from headswap.models import conversion_seconds
-
-    kept, skipped = [], []
-    for m in models:
-        convert = conversion_seconds(specs[m])
-        timing = 2 * PROBE_GUESS.get(specs[m].kind, 30.0)    # the least room climb asks to time a rung
-        if convert and convert + timing > spare:
-            skipped.append({"model": m, "strategy": "all", "regime": "", "reason": (
-                f"not in the model cache yet: converting it takes about {duration(convert)} (once) and timing "
-                f"a first rung {duration(timing)} more, over the {duration(max(spare, 0))} this budget "
-                f"leaves; a run with a larger budget converts it for the next ones")})
-        else:
-            kept.append(m)
-    return kept, skipped
+@dataclass
+class Run:
+    """What the steps of one run read: its data and budget, the candidates' settings (`full`: with every default
+    filled in), where it writes, its log, and the options of auto() that steps after the first decide by."""
+    data: Data
+    budget: Budget
+    settings: dict
+    full: dict
+    out: Path
+    log: Callable[[str], None]
+    lr_search: bool = True
+    more_epochs: bool = True
+    blend: bool = True
+    quantize: str = "none"
+    ray_address: str | None = None
+    arm_cpus: float = 1
+    arm_gpus: float = 0
 
 
 def default_models() -> tuple[str, ...]:
@@ -122,178 +98,201 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     ray_address: run the arms on that Ray cluster, each with arm_cpus CPUs and arm_gpus GPUs. models: None for
     default_models() (minilm, smollm2-135m, and mpnet, gemma3-270m and multilingual-e5-small when installed).
     started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A budget too small
-    for the TF-IDF baseline is refused (ConfigError) before anything is written. kept: a list given the pool (below).
+    for the TF-IDF baseline is refused (ConfigError) before anything is written. kept: a list given (position in
+    results["auto"]["candidates"], model) of the baseline and the candidates held for the blend (AutoClassifier's
+    leaderboard), no model more.
     """
-    from headswap import __version__
-    from headswap.saved.atomic import write_text
-    from headswap.reports.html_report import model_display_name
-    from headswap.auto.budget import Budget
-    from headswap.auto.climb import Climb
-    from headswap.auto.compete import arms_can_run, arms_spare, compete, prepare
-    from headswap.auto.ladder import Costs, plan_ladder
-    from headswap.trials.measure import machine_info
-    from headswap.trials.plan import BenchData, bench_files, parse_strategies
-    from headswap.nn.inference import feature_cache
-    from headswap.reports.report_text import duration, split_lines
-    from headswap.text.language_fit import as_record, fit_note, rank_by_fit
-    from headswap.baseline.tfidf import TfidfClassifier
-    from headswap.trials.rows import write_json
     from headswap.saved.outputs import check_run_folder
+    from headswap.trials.plan import BenchData, bench_files, parse_strategies
+
     check_run_folder(out, "out")
-    from_start = started is not None
-    started = clock() if started is None else started
+    from_start, started = started is not None, clock() if started is None else started
     settings, full = _checked(budget_seconds, arm_cpus, arm_gpus, quantize, settings)
     names = parse_strategies(strategies)
     in_memory = isinstance(data_dir, BenchData)           # AutoClassifier.fit's splits
     if not in_memory:
         bench_files(data_dir, test_fraction, who="auto")  # before the models: a wrong path or fraction at once
     models, specs, unavailable = _models(models)
-    train, validation, test, sizes = _data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column,
-                                           label_column)
-    n_test = len(test) if test is not None else 0
-    n_classes = len(set(train.labels))
-    budget = Budget(budget_seconds, clock, started, finish=finish_seconds(n_test))
-    check_budget(budget_seconds, budget.spent(), len(train), len(validation), n_test, n_classes)
-    warm_up_charts()
-    # A model not yet converted into the cache converts at its first load (the vocabulary check's), in the budget:
-    # one whose conversion leaves no time to use it is skipped before it starts.
-    baseline_s = baseline_seconds(len(train), len(validation), n_test, n_classes) - budget.finish
-    models, unconvertible = _convertible(models, specs, budget.spare(ship=baseline_s))
+    data = read_data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column, label_column)
+    budget = _budget(budget_seconds, clock, started, data)
+    run = Run(data, budget, settings, full, Path(out), log, lr_search, more_epochs, blend, quantize, ray_address,
+              arm_cpus, arm_gpus)
+    models, fits, ladder, unconvertible, skipped = _ladder(run, models, specs, names)
     unavailable += unconvertible
-    from headswap.quiet import no_progress_bars
-    with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
-        models, fits = rank_by_fit(models, train.texts)     # bodies whose vocabulary fits the texts climb first
-    ladder, skipped = plan_ladder({m: specs[m].kind for m in models}, names, settings["epochs"], full["regime"],
-                                  full["head"], chunking=full.get("chunk_stride") is not None)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    run.out.mkdir(parents=True, exist_ok=True)
+    args = {"data_dir": "(in memory)" if in_memory else str(data_dir), "test_fraction": test_fraction,
+            "text_column": text_column, "label_column": label_column, "models": models, "strategies": names,
+            "out": str(run.out), "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
+            "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address, "settings": dict(settings)}
+    candidates: list[Entry] = []      # one per (model, strategy, regime): what auto knew, did and measured
+    results = _begin(run, args, command, fits, unavailable, skipped, len(ladder), candidates)
+    baseline = _baseline(run, candidates)
+    best, best_entry = _pick(run, ladder, fits, baseline, candidates, results["auto"], kept)
+    target, shipped = _ship(run, best, best_entry, baseline, results["auto"])
+    del best       # (the shipped model, loaded back, is what test scores)
+    gc.collect()
+    results["rows"] += scored_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), data.test,
+                                   data.validation, best_entry, candidates[0], specs, full, log)
+    budget.end_shipping()      # blend, save, export, score on test
+    write_report(results, candidates, run.out, budget,
+                 "the start of the command" if from_start else "the call of auto()")
+    log(f"wrote {target} and the report ({run.out / 'results.md'}); used "
+        f"{duration(results['auto']['elapsed_seconds'])} of budget {duration(budget_seconds)}")
+    return results
 
-    candidates = []      # one entry per (model, strategy, regime): what auto knew, did and measured
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "headswap_version": __version__, "machine": machine_info(), "data": sizes,
-            "command": list(command) if command is not None else None,
-            "args": {"data_dir": "(in memory)" if in_memory else str(data_dir), "test_fraction": test_fraction, "text_column": text_column,
-                     "label_column": label_column, "models": models, "strategies": names, "out": str(out),
-                     "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
-                     "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address,
-                     "settings": dict(settings)}}
-    summary = {"budget_seconds": budget_seconds, "candidates": candidates,
-               "warnings": _data_warnings(train, validation, full),
+
+def _budget(seconds: float, clock: Callable[[], float], started: float, data: Data) -> Budget:
+    """The run's budget, counted from `started`; refused (ConfigError) where it cannot hold the TF-IDF baseline
+    beside what starting up spent."""
+    budget = Budget(seconds, clock, started, finish=finish_seconds(data.n_test))
+    check_budget(seconds, budget.spent(), len(data.train), len(data.validation), data.n_test, data.n_classes)
+    warm_up_charts()
+    return budget
+
+
+def _ladder(run: Run, models: list[str], specs: dict, names: list[str]) -> tuple:
+    """(the models to climb, each one's vocabulary fit, the ladder, the models skipped for want of time to convert
+    them, the (model, strategy) pairs that cannot run). A model not yet converted into the cache converts at its
+    first load (the vocabulary check's), in the budget: one whose conversion leaves no time to use it is skipped
+    before it starts. Bodies whose vocabulary fits the texts climb first."""
+    from headswap.auto.ladder import plan_ladder
+    from headswap.quiet import no_progress_bars
+    from headswap.text.language_fit import rank_by_fit
+
+    data, full = run.data, run.full
+    baseline = baseline_seconds(len(data.train), len(data.validation), data.n_test, data.n_classes)
+    models, unconvertible = _convertible(models, specs, run.budget.spare_beside_baseline(baseline))
+    with no_progress_bars(not full.get("progress", True)):     # transformers' GGUF conversion draws its own bars
+        models, fits = rank_by_fit(models, data.train.texts)
+    ladder, skipped = plan_ladder({m: specs[m].kind for m in models}, names, run.settings["epochs"], full["regime"],
+                                  full["head"], chunking=full.get("chunk_stride") is not None)
+    return models, fits, ladder, unconvertible, skipped
+
+
+def _begin(run: Run, args: dict, command, fits: dict, unavailable: list[dict], skipped: list[dict], rungs: int,
+           candidates: list[Entry]) -> dict:
+    """The results the run fills in (headswap.auto.results), and the lines that say what it will do."""
+    from headswap.reports.html_report import model_display_name
+    from headswap.reports.report_text import split_lines
+    from headswap.text.language_fit import as_record, fit_note
+
+    data, budget, log = run.data, run.budget, run.log
+    summary = {"budget_seconds": budget.seconds, "candidates": candidates, "warnings": data_warnings(data, run.full),
                "vocabulary_fit": as_record(fits)}
-    results = {"meta": meta, "rows": [], "skipped": [dict(s, model_name=model_display_name(s["model"]))
-                                                     for s in unavailable + skipped], "auto": summary}
-    log(f"headswap auto: {len(train)} train, {len(validation)} validation"
-        + (f", {n_test} test texts" if test is not None else " texts and no test set") + "; budget "
-        f"{duration(budget_seconds)} ({duration(budget.spent())} of it spent starting up); a ladder "
-        f"of {len(ladder)} rungs above the TF-IDF baseline -> {out}")
-    for line in filter(None, [end_line(budget_seconds, budget.spent()), fit_note(fits), *summary["warnings"]]):
+    results = begin_results(args, command, data.sizes, unavailable + skipped, summary)
+    log(f"headswap auto: {len(data.train)} train, {len(data.validation)} validation"
+        + (f", {data.n_test} test texts" if data.test is not None else " texts and no test set") + "; budget "
+        f"{duration(budget.seconds)} ({duration(budget.spent())} of it spent starting up); a ladder "
+        f"of {rungs} rungs above the TF-IDF baseline -> {run.out}")
+    for line in filter(None, [end_line(budget.seconds, budget.spent()), fit_note(fits), *summary["warnings"]]):
         log(line)
-    for line in split_lines(sizes, held_only=True):
+    for line in split_lines(data.sizes, held_only=True):
         log(f"  {line}")
     for u in unavailable:
         log(f"  skip {model_display_name(u['model'])}: {u['reason']}")
+    return results
 
-    # 1. The baseline: always, first.
+
+def _baseline(run: Run, candidates: list[Entry]):
+    """The TF-IDF + logistic-regression baseline (headswap.baseline.tfidf), always, first: the fallback when nothing
+    else fits. Its row is the first candidate."""
+    from headswap.baseline.tfidf import TfidfClassifier
+
+    train, validation = run.data.train, run.data.validation
     t0 = time.perf_counter()
     baseline = TfidfClassifier().fit(train.texts, train.labels).checked_on(len(validation))   # decisions.earned
-    base_f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
-    candidates.append({"model": "tfidf", "model_name": "tfidf", "strategy": baseline.strategy, "regime": "baseline",
-                       "tier": "baseline", "status": "ran", "seconds": time.perf_counter() - t0, "validation_macro_f1": base_f1})
-    log(f"  baseline TF-IDF + logistic regression: validation macro F1 {base_f1:.4f} "
-        f"({time.perf_counter() - t0:.0f} s)")
-    best, best_entry = baseline, candidates[0]
+    f1 = float(baseline.evaluate(validation.texts, validation.labels).f1("macro"))
+    candidates.append(Entry("tfidf", "tfidf", baseline.strategy, "baseline", "baseline", status=Status.RAN,
+                            seconds=time.perf_counter() - t0, validation_macro_f1=f1))
+    run.log(f"  baseline TF-IDF + logistic regression: validation macro F1 {f1:.4f} ({time.perf_counter() - t0:.0f} s)")
+    return baseline
 
-    # 2. The cheap rungs of the ladder within the budget (headswap.auto.climb); frozen rungs of one model share
-    # one encoding pass. 3. The fine-tuning arms share what is left by successive halving (headswap.auto.compete).
-    costs = Costs(len(train), len(validation), n_test, full["batch_size"], n_classes=n_classes)
-    climb = Climb(settings, train, validation, costs, budget, log, best, best_entry)
-    climb.misfit = {m for m, f in fits.items() if f is not None and not f.fits}
-    climb.blends = blend and not full["out_of_scope"]     # a reject option is not blended (ship.blend_winner)
+
+def _pick(run: Run, ladder: list, fits: dict, baseline, candidates: list[Entry], summary: dict,
+          kept: list | None = None) -> tuple:
+    """(classifier, entry) to ship, picked on validation: the cheap rungs and the fine-tuning arms (_climb), then the
+    best candidates and the baseline blended where validation's held-out folds say it pays, and its decisions
+    leaned toward the rarer classes where they say so (headswap.auto.ship)."""
+    climb, runner = _climb(run, fits, baseline, candidates[0], summary, any(r.fine_tuning for r in ladder))
+    _search(run, climb, ladder, runner)
+    candidates.extend(climb.entries)
+    if kept is not None:       # by position: results.json's rows are made from the entries at the end
+        at = {id(e): i for i, e in enumerate(candidates)}
+        kept += [(0, baseline)] + [(at[id(c.entry)], c.model) for c in climb.pool if id(c.entry) in at]
+    best, best_entry = climb.best, climb.best_entry
+    run.budget.begin_shipping()      # what is left and kept for it; end_shipping() adds what it took
+    if best is not baseline:
+        best, best_entry = blend_winner(best, best_entry, climb, baseline, run.data.validation, candidates, run.log,
+                                        run.data.train.labels, summary, run.blend)
+    if climb.halving:
+        summary["halving"] = climb.halving
+    return best, best_entry
+
+
+def _climb(run: Run, fits: dict, baseline, baseline_entry: Entry, summary: dict, fine: bool) -> tuple:
+    """(the run's Climb, where its arms train: the Ray cluster at ray_address, or None for this process). The
+    cluster is joined first: one that cannot be reached fails before any work."""
+    from headswap.auto.climb import Climb
+    from headswap.auto.ladder import Costs
     from headswap.auto.prior import Prior, load_table
-    climb.prior = Prior(load_table(), len(train), n_classes, bool(full["out_of_scope"]), misfit=bool(climb.misfit))
-    summary["prior"] = {"shape": climb.prior.shape, "runs": climb.prior.runs, "sets": climb.prior.sets}
-    fine = [r for r in ladder if r.fine_tuning]
+
+    data, full = run.data, run.full
+    costs = Costs(len(data.train), len(data.validation), data.n_test, full["batch_size"], n_classes=data.n_classes)
+    misfit = {m for m, f in fits.items() if f is not None and not f.fits}
+    prior = Prior(load_table(), len(data.train), data.n_classes, bool(full["out_of_scope"]), misfit=bool(misfit))
+    summary["prior"] = {"shape": prior.shape, "runs": prior.runs, "sets": prior.sets}
     runner = None
-    if ray_address and fine:      # joined first: a cluster that cannot be reached fails before any work
+    if run.ray_address and fine:
         from headswap.auto.runners import RayArms
-        runner = RayArms(ray_address, train, validation, cpus=arm_cpus, gpus=arm_gpus, log=log)
-    try:     # the arms are timed first: the cheap rungs leave them half of what is left only if one can run
-        prepared = prepare(climb, fine, lr_search, parallel=runner.parallel if runner is not None else 1)
-        if arms_can_run(climb, prepared[0]):
-            climb.arms_spare = arms_spare(climb, prepared[0])
+        runner = RayArms(run.ray_address, data.train, data.validation, cpus=run.arm_cpus, gpus=run.arm_gpus,
+                         log=run.log)
+    # a reject option is not blended (ship.blend_winner)
+    climb = Climb(run.settings, data.train, data.validation, costs, run.budget, run.log, baseline, baseline_entry,
+                  prior=prior, misfit=misfit, blends=run.blend and not full["out_of_scope"],
+                  arm_slots=runner.parallel if runner is not None else 1)
+    return climb, runner
+
+
+def _search(run: Run, climb, ladder: list, runner) -> None:
+    """The cheap rungs within the budget (headswap.auto.climb), then the fine-tuning arms share what is left by
+    successive halving (headswap.auto.compete). The arms are timed first: the cheap rungs leave them half of what is
+    left only if one can run. Frozen rungs of one model share one encoding pass, and an arm's slices (and its
+    learning-rate variants) one pass of frozen blocks."""
+    from headswap.auto.arms import prepare
+    from headswap.auto.compete import compete
+    from headswap.nn.inference import feature_cache
+
+    try:
+        prepared = prepare(climb, [r for r in ladder if r.fine_tuning], run.lr_search)
         with feature_cache():
-            climb.run_all([r for r in ladder if not r.fine_tuning])
+            climb.run_all([r for r in ladder if not r.fine_tuning], prepared if prepared.can_run() else None)
     except BaseException:
         if runner is not None:
             runner.close()
         raise
-    with feature_cache():     # an arm's slices (and its learning-rate variants) share one pass of frozen blocks
-        compete(climb, prepared, more_epochs=more_epochs, clock=clock, folder=out / ".arms", runner=runner)
-    runner = None
-    candidates.extend(climb.entries)
-    best, best_entry = climb.best, climb.best_entry
-    # 4. The best candidates and the baseline blended, where validation's held-out folds say it pays (headswap.auto.ship).
-    shipping = {"left_seconds": round(budget.left(), 1), "reserved_seconds": round(budget.ship, 1)}  # vs. "seconds"
-    if best is not baseline:      # and its decisions leaned toward the rarer classes where those folds say so
-        best, best_entry = blend_winner(best, best_entry, climb, baseline, validation, candidates, log, train.labels,
-                                        summary, blend)
-    if getattr(climb, "halving", None):
-        summary["halving"] = climb.halving
-    if kept is not None:     # (entry, model) of the baseline and the pool (an arm run on Ray: bytes), no model more
-        kept += [(candidates[0], baseline)] + [(c.entry, c.model) for c in climb.pool]   # AutoClassifier.leaderboard
-    climb = None
-    for c in candidates:
-        c.pop("plan", None)
+    with feature_cache():
+        compete(climb, prepared, more_epochs=run.more_epochs, folder=run.out / ".arms", runner=runner)
 
-    # 5. Ship the winner; 6. score it (as shipped) and the baseline on test, once.
-    best_entry["winner"] = True
-    summary["winner"] = {k: best_entry[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned",
-                                                    "balance", "validation_macro_f1") if k in best_entry}
-    tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.get("tuned") or {}).items())
-    log(f"winner on validation: {best_entry['model_name']} · {best_entry['strategy']} · {best_entry['regime']}"
-        f"{tuned} (macro F1 {best_entry['validation_macro_f1']:.4f})")
-    target, not_exported = ship(best, out, quantize, log)
-    summary.update(model_dir=str(target), exported=not_exported is None, shipping=shipping,
+
+def _ship(run: Run, best, best_entry: Entry, baseline, summary: dict) -> tuple:
+    """Ship the winner to OUT/model, exported to ONNX when it can be (headswap.auto.ship): (its folder, the model to
+    score on test: loaded back as shipped, the baseline itself, or None without a test split)."""
+    best_entry.winner, row = True, best_entry.to_dict()
+    summary["winner"] = {k: row[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned", "balance",
+                                             "validation_macro_f1") if k in row}
+    tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.tuned or {}).items())
+    run.log(f"winner on validation: {best_entry.model_name} · {best_entry.strategy} · {best_entry.regime}"
+            f"{tuned} (macro F1 {best_entry.validation_macro_f1:.4f})")
+    target, not_exported = ship(best, run.out, run.quantize, run.log)
+    summary.update(model_dir=str(target), exported=not_exported is None, shipping=run.budget.shipping,
                    **({"not_exported_because": not_exported} if not_exported else {}))
-    if test is None:
-        log("no test set: the winner and the baseline are not scored on test")
-        shipped = None
-    elif best is baseline:       # (headswap.classifier.estimator is not imported for it: 4 s on 2 loaded cores)
-        shipped = baseline
-    else:
-        from headswap.classifier.estimator import load_model
-        shipped = load_model(target, progress=False)
-    del best
-    gc.collect()
-    results["rows"] += _test_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), test, validation,
-                                  best_entry, candidates[0], specs, full, log)
-    shipping["seconds"] = round(shipping["left_seconds"] - budget.left(), 1)   # blend, save, export, score on test
-    def write_results() -> None:     # the wall time so far in each: the report, like the user, waits on the rest
-        summary["elapsed_seconds"] = meta["elapsed_seconds"] = budget.spent()
-        summary["budget_used"] = summary["elapsed_seconds"] / budget_seconds
-        write_json(results, out / "results.json")
-        write_text(out / "results.md", auto_markdown(results))
-
-    summary["counted_from"] = "the start of the command" if from_start else "the call of auto()"
-    from headswap.reports.report_text import arm_rows
-    arms = arm_rows(summary)
-    if any(a.get("slices") for a in arms):      # a chart of no slices would say nothing
-        try:
-            from headswap.reports.plots import plot_arm_curves
-            plot_arm_curves(arms, out / "arms.png")
-            summary["arms_chart"] = "arms.png"
-        except ImportError:
-            pass
-    write_results()
-    try:
-        from headswap.reports.html_report import write_html
-        write_html(results, out / "report.html", title="headswap auto")
-    except ImportError:
-        pass
-    write_results()
-    log(f"wrote {target} and the report ({out / 'results.md'}); used {duration(summary['elapsed_seconds'])} "
-        f"of budget {duration(budget_seconds)}")
-    return results
+    if run.data.test is None:
+        run.log("no test set: the winner and the baseline are not scored on test")
+        return target, None
+    if best is baseline:       # (headswap.classifier.estimator is not imported for it: 4 s on 2 loaded cores)
+        return target, baseline
+    from headswap.classifier.estimator import load_model
+    return target, load_model(target, progress=False)
 
 
 def _checked(budget_seconds: float, arm_cpus: float, arm_gpus: float, quantize: str, settings: dict
@@ -344,57 +343,23 @@ def _models(models) -> tuple[list[str], dict, list[dict]]:
     return models, specs, unavailable
 
 
-def _test_rows(scored, test, validation, best_entry: dict, baseline_entry: dict, specs: dict, full: dict, log
-               ) -> list[dict]:
-    """The shipped winner and the baseline scored on test, once: a results row each (one when the baseline won)."""
-    from headswap.trials.rows import metric_fields
+def _convertible(models: list[str], specs: dict, spare: float) -> tuple[list[str], list[dict]]:
+    """`models` less those whose first load would convert them into the model cache for longer than `spare`
+    seconds leave room to then time one of their rungs, and a skip record for each of those."""
+    from headswap.auto.budget import shown
+    from headswap.auto.ladder import PROBE_GUESS
+    from headswap.reports.report_text import duration
+    from headswap.models import conversion_seconds
 
-    rows = []
-    for clf, entry, is_baseline in scored:
-        if test is None or (is_baseline and best_entry is baseline_entry):
-            continue       # no test set; or the baseline won: one row
-        m = clf.evaluate(test.texts, test.labels)
-        row = {"model": entry["model"], "model_name": entry["model_name"], "model_kind": "bag-of-n-grams"
-               if entry["model"] == "tfidf" else specs[entry["model"]].kind, "strategy": entry["strategy"],
-               "regime": entry["regime"], "epochs": entry.get("epochs"),
-               **{k: entry[k] for k in ("tier", "rung", "head") if entry.get(k)},
-               "baseline": entry["model"] == "tfidf", "status": "ok", "winner": entry is best_entry,
-               "runtime": getattr(clf, "runtime_", None), **metric_fields(m),
-               "texts_per_second": float(m.extra.get("texts_per_second", 0.0)),
-               "trainable_params": int(m.extra.get("trainable_params", 0) or 0),
-               "total_params": int(m.extra.get("total_params", 0) or 0),
-               "train_seconds": entry.get("seconds"), "validation_macro_f1": entry["validation_macro_f1"],
-               **{k: entry[k] for k in ("tuned", "balance") if entry.get(k)}}
-        if "calibration" in m.extra:
-            row["calibration"] = m.extra["calibration"]
-        if m.extra.get("out_of_scope"):     # headswap.classifier.reject_option: the chosen score, every score's AUROC, the decisions
-            row["out_of_scope"] = m.extra["out_of_scope"]
-        elif entry["model"] == "tfidf" and full["out_of_scope"]:   # the max-probability rule, as bench's baseline
-            from headswap.trials.rows import tfidf_reject_block
-            row["out_of_scope"] = tfidf_reject_block(clf, validation, test, full["out_of_scope"],
-                                                     full["reject_metric"], full["reject_target"])
-        rows.append(row)
-        log(f"  test: {row['model_name']} · {row['strategy']}{' (winner)' if row['winner'] else ''}: macro F1 "
-            f"{row['macro_f1']:.4f}, {row['texts_per_second']:.0f} texts/s ({row['runtime']})")
-    return rows
-
-
-def _data_warnings(train, validation, settings: dict) -> list[str]:
-    """What makes the winner's choice weak, said plainly: an out-of-scope label no text has, too few out-of-scope
-    validation texts for a recall target (each rung's fit would say these two again), one class in validation."""
-    from headswap.data.once import said
-    from headswap.classifier.reject_option import few_out_of_scope_note, unseen_label_note
-
-    oos, labels = settings.get("out_of_scope"), list(validation.labels)
-    lines = [unseen_label_note(oos, list(train.labels) + labels)]
-    if settings.get("reject_metric") == "oos_recall" and labels.count(oos):
-        lines.append(few_out_of_scope_note(oos, labels.count(oos), settings["reject_target"]))
-    for key in (("unseen out of scope", oos), ("few out of scope", oos, labels.count(oos))):
-        said(key)
-    lines, classes = [line for line in lines if line], sorted(set(labels) - {oos})
-    if len(classes) != 1:
-        return lines
-    return lines + [f"validation holds {len(labels)} text{'s' if len(labels) != 1 else ''}, all of one class "
-                    f"({classes[0]!r}" + (f" besides out-of-scope {oos!r}" if oos in labels else "")
-                    + "): macro F1 on it cannot tell a model that tells the classes apart from one that does not, "
-                      "so the winner is picked on little; give a validation.csv with texts of every class"]
+    kept, skipped = [], []
+    for m in models:
+        convert = conversion_seconds(specs[m])
+        timing = 2 * PROBE_GUESS.get(specs[m].kind, 30.0)    # the least room climb asks to time a rung
+        if convert and convert + timing > spare:
+            skipped.append({"model": m, "strategy": "all", "regime": "", "reason": (
+                f"not in the model cache yet: converting it takes about {duration(convert)} (once) and timing "
+                f"a first rung {duration(timing)} more, over the {shown(spare)} this budget "
+                f"leaves; a run with a larger budget converts it for the next ones")})
+        else:
+            kept.append(m)
+    return kept, skipped

@@ -1,7 +1,8 @@
 """How auto shares its fine-tuning arms' time: successive halving (Jamieson & Talwalkar 2016; one bracket of
 Hyperband, Li et al. 2017) in units of training progress, with a leader that trains on. Pure policy: no torch, no
-Ray, no training; a clock is passed in; ask() says which arms train next and for how long, tell() takes what a
-slice measured (as Ray Tune's TrialScheduler and scikit-learn's successive halving split deciding from running).
+Ray, no training; the arms' share of the budget (headswap.auto.budget.Share) answers every time question; ask()
+says which arms train next and for how long, tell() takes what a slice measured (as Ray Tune's TrialScheduler and
+scikit-learn's successive halving split deciding from running).
 
 An arm is one fine-tuning candidate (model x strategy x regime, or one of its learning rates), known by its
 estimated cost: `epoch_seconds` (one epoch with its validations), `overhead_seconds` (what every slice costs besides
@@ -27,7 +28,7 @@ group pays once: a cached partial's pass of its frozen lower blocks). Its `progr
    PATIENCE_EPOCHS of training (`plateau`: patience in epochs, not one slice), its planned epochs are done
    (`finished`), or the budget ends (`budget`). If it stops with time left, the best halved arm takes over, or the
    first arm not admitted whose first slice fits.
-5. The 1/3 rule. No arm holds more than a third of the budget (CAP of `cap_seconds`, times the `parallel` slots)
+5. The 1/3 rule. No arm holds more than a third of the budget (Share.cap: of slot-seconds with `parallel` slots)
    unless it leads on validation; where no arm's least slice is under the cap, the cheapest runs alone.
 
 Why not Ray Tune's schedulers. ASHA and HyperBand promote trials on a shared `time_attr` at fixed rung levels; they
@@ -41,13 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Callable, Sequence
+from typing import Sequence
 
+from headswap.auto.budget import Share, shown
+from headswap.auto.records import Action, ArmStatus, Decision, Phase, Slice, Status, Stop
 from headswap.reports.report_text import duration
 
 ETA = 2                     # survivors per round: the better 1/ETA
-CAP = 1 / 3                 # of the budget: the most an arm may hold unless it leads on validation
 GRACE_EPOCHS = 0.25         # the least share of an epoch a slice trains
 # Arms are compared only once each has trained this much: within its first epoch a fine-tune is still in its
 # learning-rate warm-up (6% of up to 10 planned epochs), and the intent set's full fine-tune read 0.953 at a quarter
@@ -62,48 +63,6 @@ IMPROVEMENT = 1e-4          # a validation score must rise by more than this to 
 # refused arm's: probes of rungs that cost the same differ by 5-10% from run to run, and such noise must not put a
 # later rung (similarity) in place of an earlier one (encoder-mlp full) that costs the same.
 SAME_COST = 0.8
-
-
-class ArmStatus(str, Enum):
-    WAITING = "waiting"
-    RUNNING = "running"         # between its slices too
-    STOPPED = "stopped"
-    NOT_RUN = "not run"
-    FAILED = "failed"
-
-
-class Stop(str, Enum):
-    """The rule that stopped an arm, or kept it from running."""
-    HALVED = "halved"
-    PLATEAU = "plateau"
-    FINISHED = "finished"
-    BUDGET = "budget"
-    CAP = "cap"
-    FAILED = "failed"
-    NOT_ADMITTED = "not admitted"
-    TOO_DEAR = "too dear"
-
-
-@dataclass
-class Slice:
-    """One time-bounded run of an arm: `seconds` planned (wall clock, overhead included) to reach `target` epochs of
-    progress; `start`/`end` read on the policy's clock; the arm's best validation score before and after."""
-    arm: str
-    round: int | str        # 0, 1, ...: halving rounds; the leader phase is "lead"
-    seconds: float
-    target: float = 0.0
-    start: float | None = None
-    end: float | None = None
-    best_before: float | None = None
-    best_after: float | None = None
-    node: str | None = None
-
-    def to_dict(self, origin: float = 0.0) -> dict:
-        return {"round": self.round, "planned_seconds": round(self.seconds, 2), "target_epochs": round(self.target, 3),
-                "start": None if self.start is None else round(self.start - origin, 2),
-                "seconds": None if self.end is None or self.start is None else round(self.end - self.start, 2),
-                "best_before": self.best_before, "best_after": self.best_after,
-                **({"node": self.node} if self.node else {})}
 
 
 @dataclass
@@ -129,36 +88,101 @@ class Arm:
     def least_slice(self) -> float:
         return self.overhead_seconds + self.once_seconds + GRACE_EPOCHS * self.epoch_seconds
 
+    @property
+    def outcome(self) -> Status:
+        """Its row's status in the report: skipped when it never ran; ran when it has a score, else failed."""
+        return Status.SKIPPED if self.status is ArmStatus.NOT_RUN else Status.RAN if self.best is not None \
+            else Status.FAILED
+
     def seconds_to(self, target: float) -> float:
         """The slice that takes this arm from its progress to `target` epochs (at least GRACE_EPOCHS on)."""
         return self.overhead_seconds + self.once_seconds + max(target - self.progress, GRACE_EPOCHS) * self.epoch_seconds
 
 
-class Halving:
-    """Decides which arms train next and for how long: ask() hands out slices, tell() takes their results."""
+@dataclass(frozen=True)
+class Admission:
+    """Which arms a share admits to the first round (`queue`, in order), the progress that round trains them to
+    (`target`, epochs), and why each other arm does not run (`refused`: name -> (rule, reason))."""
+    queue: list[str]
+    target: float
+    refused: dict[str, tuple[Stop, str]]
 
-    def __init__(self, arms: Sequence[Arm], budget_seconds: float, clock: Callable[[], float], parallel: int = 1,
-                 cap_seconds: float | None = None):
+
+def admit(arms: Sequence[Arm], share: Share) -> Admission:
+    """Admission (rule 2; the 1/3 rule, 5): pure, so the arms' room can be chosen before the policy is built."""
+    budget, parallel, refused = share.seconds, share.slots, {}
+    fit, dear = [], []
+    for a in arms:
+        if a.least_slice > share.cap:
+            dear.append(a)
+            refused[a.name] = (Stop.TOO_DEAR, f"its least slice ({duration(a.overhead_seconds + a.once_seconds)} of "
+                               f"loading and start-up and {GRACE_EPOCHS:.0%} of a {duration(a.epoch_seconds)} epoch) "
+                               f"is over a third of the budget ({duration(share.cap)}), and it would not be the only arm")
+        else:
+            fit.append(a)
+    if not fit and dear:
+        # The 1/3 rule binds an arm while another leads; an arm alone leads, so one whose least slice is over a
+        # third may run alone where the budget holds it (a cached partial's first slice with its lower-block
+        # pass, 119 s of emotion's 5 minutes, where the frozen heads alone would leave 29% of it unused).
+        alone = min(dear, key=lambda a: a.least_slice)
+        if _epochs([alone], budget, parallel) is not None:
+            del refused[alone.name]
+            fit = [alone]
+    admitted, least_refused = [], math.inf
+    for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
+        if a.least_slice >= SAME_COST * least_refused:
+            refused[a.name] = (Stop.NOT_ADMITTED, f"an arm before it that costs about as much or less "
+                                                  f"({duration(least_refused)} at least, this one "
+                                                  f"{duration(a.least_slice)}) got no first slice")
+        elif _epochs(admitted + [a], budget, parallel, JUDGE_EPOCHS if admitted else GRACE_EPOCHS) is not None:
+            admitted.append(a)
+        else:
+            least_refused = min(least_refused, a.least_slice)
+            refused[a.name] = (Stop.NOT_ADMITTED, f"the budget trains {len(admitted)} arm(s) before it to "
+                                                  f"{JUDGE_EPOCHS:g} epoch each before judging them, and not this "
+                                                  f"one too")
+    target = (_epochs(admitted, budget, parallel, 0.0) or 0.0) if admitted else 0.0
+    return Admission([a.name for a in admitted], target, refused)
+
+
+def _epochs(arms: list[Arm], left: float, parallel: int, least: float = GRACE_EPOCHS) -> float | None:
+    """The progress (epochs, from where the arms are) that a round of `arms` buys with its share of `left`: the
+    share, run `parallel` at once, less their overheads, over their epoch costs; None under `least`."""
+    n = len(arms)
+    rounds = math.ceil(math.log(n, ETA) - 1e-9) if n > 1 else 0
+    room = left / (rounds + 1) * min(parallel, n)
+    once: dict = {}     # a group's one-off pass is paid once, by whichever of its arms runs first
+    for a in arms:
+        key = a.group if a.group is not None else id(a)
+        once[key] = max(once.get(key, 0.0), a.once_seconds)
+    fixed = sum(a.overhead_seconds for a in arms) + sum(once.values())
+    per_epoch = sum(a.epoch_seconds for a in arms)
+    epochs = (room - fixed) / per_epoch if per_epoch > 0 else math.inf
+    return epochs if epochs >= least * (1 - 1e-9) else None
+
+
+class Halving:
+    """Decides which arms train next and for how long: ask() hands out slices, tell() takes their results and says
+    what it decided. Built once, on the share of the budget the arms get (Budget.share)."""
+
+    def __init__(self, arms: Sequence[Arm], share: Share):
         self.arms = {a.name: a for a in arms}
         if len(self.arms) != len(arms):
             raise ValueError("arm names must differ")
-        self.clock, self.parallel = clock, max(1, int(parallel))
-        self.start = clock()
-        self.deadline = self.start + budget_seconds
-        # A third of what the machines can give: with `parallel` slots an arm's slot does not take time from
-        # another's, so the cap is of slot-seconds (on one machine, of the budget).
-        self.cap = CAP * (budget_seconds if cap_seconds is None else cap_seconds) * self.parallel
-        self.round: int | str = 0
-        self.target = 0.0            # the epochs every arm of this round trains to
-        self.queue: list[str] = []
+        # Every time question (what is left, an arm's cap, the clock a slice is timed by) is the share's
+        self.share, self.parallel, self.cap = share, share.slots, share.cap
+        admission = admit(arms, share)
+        for name, (kind, why) in admission.refused.items():
+            self._stop(self.arms[name], kind, why, ArmStatus.NOT_RUN)
+        self.queue, self.members = list(admission.queue), list(admission.queue)    # members: the round's arms
+        self.target = admission.target          # the epochs every arm of this round trains to
+        self.round, self.phase = 0, Phase.HALVING
         self.running: dict[str, Slice] = {}
         self.leader: str | None = None
-        self._admit(list(arms), budget_seconds)
+        if len(self.queue) == 1:
+            self.phase, self.leader = Phase.LEAD, self.queue[0]
 
     # ---- state ------------------------------------------------------------------------------------------------
-    def left(self) -> float:
-        return self.deadline - self.clock()
-
     def best(self) -> Arm | None:
         """The arm with the best validation score, stopped or not (ties: the earlier)."""
         scored = [a for a in self.arms.values() if a.best is not None]
@@ -171,61 +195,9 @@ class Halving:
     def live(self) -> list[Arm]:
         return [a for a in self.arms.values() if a.status in (ArmStatus.WAITING, ArmStatus.RUNNING)]
 
-    def _stop(self, arm: Arm, kind: Stop, why: str, status: ArmStatus = ArmStatus.STOPPED) -> None:
+    def _stop(self, arm: Arm, kind: Stop, why: str, status: ArmStatus = ArmStatus.STOPPED) -> Decision:
         arm.status, arm.kind, arm.why = status, kind, why
-
-    # ---- admission --------------------------------------------------------------------------------------------
-    def _admit(self, arms: list[Arm], budget: float) -> None:
-        fit, dear = [], []
-        for a in arms:
-            if a.least_slice > self.cap:
-                dear.append(a)
-                self._stop(a, Stop.TOO_DEAR, f"its least slice ({duration(a.overhead_seconds + a.once_seconds)} of loading "
-                           f"and start-up and {GRACE_EPOCHS:.0%} of a {duration(a.epoch_seconds)} epoch) is over a third of "
-                           f"the budget ({duration(self.cap)}), and it would not be the only arm", ArmStatus.NOT_RUN)
-            else:
-                fit.append(a)
-        if not fit and dear:
-            # The 1/3 rule binds an arm while another leads; an arm alone leads, so one whose least slice is over a
-            # third may run alone where the budget holds it (a cached partial's first slice with its lower-block
-            # pass, 119 s of emotion's 5 minutes, where the frozen heads alone would leave 29% of it unused).
-            alone = min(dear, key=lambda a: a.least_slice)
-            if self._epochs([alone], budget) is not None:
-                alone.status, alone.kind, alone.why = ArmStatus.WAITING, None, None
-                fit = [alone]
-        admitted, refused = [], math.inf
-        for a in fit:     # in the order given (a rung before its learning-rate variants), each while it still fits
-            if a.least_slice >= SAME_COST * refused:
-                self._stop(a, Stop.NOT_ADMITTED, f"an arm before it that costs about as much or less ({duration(refused)} "
-                                                 f"at least, this one {duration(a.least_slice)}) got no first slice",
-                           ArmStatus.NOT_RUN)
-            elif self._epochs(admitted + [a], budget, JUDGE_EPOCHS if admitted else GRACE_EPOCHS) is not None:
-                admitted.append(a)
-            else:
-                refused = min(refused, a.least_slice)
-                self._stop(a, Stop.NOT_ADMITTED, f"the budget trains {len(admitted)} arm(s) before it to "
-                                                 f"{JUDGE_EPOCHS:g} epoch each before judging them, and not this one "
-                                                 f"too", ArmStatus.NOT_RUN)
-        self.queue = [a.name for a in admitted]
-        self.members = list(self.queue)
-        self.target = self._epochs(admitted, budget, 0.0) or 0.0 if admitted else 0.0
-        if len(admitted) == 1:
-            self.round, self.leader = "lead", self.queue[0]
-
-    def _epochs(self, arms: list[Arm], left: float, least: float = GRACE_EPOCHS) -> float | None:
-        """The progress (epochs, from where the arms are) that a round of `arms` buys with its share of `left`:
-        the share, run `parallel` at once, less their overheads, over their epoch costs; None under `least`."""
-        n = len(arms)
-        rounds = math.ceil(math.log(n, ETA) - 1e-9) if n > 1 else 0
-        room = left / (rounds + 1) * min(self.parallel, n)
-        once: dict = {}     # a group's one-off pass is paid once, by whichever of its arms runs first
-        for a in arms:
-            key = a.group if a.group is not None else id(a)
-            once[key] = max(once.get(key, 0.0), a.once_seconds)
-        fixed = sum(a.overhead_seconds for a in arms) + sum(once.values())
-        per_epoch = sum(a.epoch_seconds for a in arms)
-        epochs = (room - fixed) / per_epoch if per_epoch > 0 else math.inf
-        return epochs if epochs >= least * (1 - 1e-9) else None
+        return Decision(Action.STOP, kind, why)
 
     @property
     def slice_s(self) -> float:
@@ -233,76 +205,91 @@ class Halving:
         arms = [self.arms[n] for n in self.members]
         return min((a.seconds_to(self.target) for a in arms), default=0.0)
 
-    # ---- decisions --------------------------------------------------------------------------------------------
+    # ---- slices -----------------------------------------------------------------------------------------------
     def ask(self) -> list[Slice]:
         """The slices to start now (none when running ones must tell first, or when nothing is left to do)."""
-        if not self.queue and not self.running:
-            self._next_phase()
+        while True:
+            if not self.queue and not self.running:
+                self._next_phase()
+            out = self._start()
+            # None started and none running, though arms are queued or live: their slices did not fit what is left
+            # (and they stopped), so the next phase decides again
+            if out or self.running or not (self.queue or self.live()):
+                return out
+
+    def _start(self) -> list[Slice]:
         out = []
         while self.queue and len(self.running) < self.parallel:
             arm = self.arms[self.queue.pop(0)]
-            lead = self.round == "lead"
+            lead = self.phase is Phase.LEAD
             target = arm.progress + 1.0 if lead else self.target
             planned = self._lead_slice(arm) if lead else arm.seconds_to(target)
             seconds = self._fit(arm, planned)
             if seconds is None:
                 continue
-            s = Slice(arm.name, self.round, seconds, target=target, start=self.clock(), best_before=arm.best)
+            s = Slice(arm.name, self.round, seconds, target=target, phase=self.phase, start=self.share.now(),
+                      best_before=arm.best)
             arm.status = ArmStatus.RUNNING
             self.running[arm.name] = s
             out.append(s)
-        if not out and not self.running and (self.queue or self.live()):
-            return self.ask()
         return out
 
     def _fit(self, arm: Arm, planned: float) -> float | None:
         """The slice cut to what is left and to the arm's room under the cap; None (and the arm stopped) when too
         little of either is left for a useful slice."""
-        left = self.left()
         alone = len(self.live()) == 1 and arm.best is None
-        room = math.inf if self.leads(arm) or alone else self.cap - arm.seconds
-        seconds = min(planned, left, room)
+        seconds, left, capped = self.share.cut(planned, arm.seconds, self.leads(arm) or alone)
         if seconds >= arm.least_slice:
             return seconds
-        if room < min(planned, left):
+        if capped:
             self._stop(arm, Stop.CAP, f"holds {duration(arm.seconds)}, about a third of the budget, and does not lead on "
                                       f"validation")
         else:
-            self._stop(arm, Stop.BUDGET, f"the budget ended: {duration(max(left, 0))} left, a slice needs "
+            self._stop(arm, Stop.BUDGET, f"the budget ended: {shown(left)} left, a slice needs "
                                          f"{duration(arm.least_slice)}")
         return None
 
     def _lead_slice(self, arm: Arm) -> float:
         """A leader trains an epoch a slice (validated inside it), and the last slice takes what is left when that
         would be less than a slice."""
-        planned = max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds)
-        return self.left() if self.left() - planned < arm.least_slice else planned
+        return self.share.last_slice(max(arm.least_slice, arm.overhead_seconds + arm.epoch_seconds), arm.least_slice)
 
+    # ---- phases -----------------------------------------------------------------------------------------------
     def _next_phase(self) -> None:
-        live = [a for a in self.live() if a.name in self.members] if self.round != "lead" else []
-        if self.round != "lead" and len(live) > 1:
-            ranked = sorted(live, key=lambda a: -a.best if a.best is not None else math.inf)
-            keep = math.ceil(len(ranked) / ETA)
-            worst_kept = ranked[keep - 1].best
-            for i, a in enumerate(ranked[keep:], keep + 1):
-                self._stop(a, Stop.HALVED, f"halved after round {self.round + 1} at {a.progress:.2f} epochs: ranked "
-                                           f"{i} of {len(ranked)} on validation ({_f(a.best)}; the survivors' worst "
-                                           f"{_f(worst_kept)})")
-            survivors = ranked[:keep]
-            more = self._epochs(survivors, max(self.left(), 0)) if len(survivors) > 1 else None
-            if more is not None:
-                self.round += 1
-                order = list(self.arms)
-                self.members = sorted((a.name for a in survivors), key=order.index)
-                self.queue = list(self.members)
-                self.target = max(a.progress for a in survivors) + more
-                return
-        self.round = "lead"
-        # The leader: the best arm that may still train (one that was halved keeps its checkpoint and can); failing
-        # those, one that was not admitted, where what a finished leader left holds its first slice (SMS spam at
-        # 5 minutes: the one arm admitted finished its planned epochs with 46 s of the arms' 126 s unused).
+        """Nothing queued or running: the round ends (another round, or the leader's phase), or a new leader."""
+        if self.phase is Phase.LEAD or not self._halve():
+            self._lead()
+
+    def _halve(self) -> bool:
+        """The round's end (rule 3): the worse half of its live arms stops; True when the survivors play another."""
+        live = [a for a in self.live() if a.name in self.members]
+        if len(live) <= 1:
+            return False
+        ranked = sorted(live, key=lambda a: -a.best if a.best is not None else math.inf)
+        keep = math.ceil(len(ranked) / ETA)
+        worst_kept = ranked[keep - 1].best
+        for i, a in enumerate(ranked[keep:], keep + 1):
+            self._stop(a, Stop.HALVED, f"halved after round {self.round + 1} at {a.progress:.2f} epochs: ranked "
+                                       f"{i} of {len(ranked)} on validation ({_f(a.best)}; the survivors' worst "
+                                       f"{_f(worst_kept)})")
+        survivors = ranked[:keep]
+        more = _epochs(survivors, self.share.remaining(), self.parallel) if len(survivors) > 1 else None
+        if more is None:
+            return False
+        self.round += 1
+        order = list(self.arms)
+        self.members = sorted((a.name for a in survivors), key=order.index)
+        self.queue = list(self.members)
+        self.target = max(a.progress for a in survivors) + more
+        return True
+
+    def _lead(self) -> None:
+        """The leader (rule 4): the best arm that may still train (one that was halved keeps its checkpoint and can);
+        failing those, one that was not admitted, where what a finished leader left holds its first slice (SMS spam
+        at 5 minutes: the one arm admitted finished its planned epochs with 46 s of the arms' 126 s unused)."""
+        self.phase = Phase.LEAD
         pick = [a for a in self.arms.values() if a.status == ArmStatus.RUNNING or a.kind in (
-            Stop.HALVED, Stop.NOT_ADMITTED) and min(self.left(), self.cap - a.seconds) >= a.least_slice]
+            Stop.HALVED, Stop.NOT_ADMITTED) and self.share.holds(a.least_slice, a.seconds)]
         if not pick:
             self.queue = []
             return
@@ -318,13 +305,31 @@ class Halving:
     # ---- results ----------------------------------------------------------------------------------------------
     def tell(self, name: str, points: Sequence[tuple[float, float]] = (), error: str | None = None,
              finished: bool = False, node: str | None = None, improved: bool = False,
-             progress: float | None = None, train_seconds: float | None = None) -> None:
+             progress: float | None = None, train_seconds: float | None = None) -> Decision:
         """A slice ended: its validation points (clock reading, score), or its error; finished: the arm trained all
         its planned epochs; improved: its weights beat the arm's earlier ones (a tie at a lower validation loss
         included, as the training loop ranks them); progress: the epochs the arm has now trained, and
         train_seconds the slice's training time (both as the runner measured them; None: from the plan)."""
         arm, s = self.arms[name], self.running.pop(name)
-        s.end, s.node = self.clock(), node
+        s.end, s.node = self.share.now(), node
+        self._measure(arm, s, progress, train_seconds)
+        self._score(arm, s, points, improved)
+        if error is not None:
+            return self._stop(arm, Stop.FAILED, f"failed: {error}", ArmStatus.FAILED)
+        if finished:
+            return self._stop(arm, Stop.FINISHED, "trained all its planned epochs")
+        if self.phase is Phase.HALVING:
+            return Decision(Action.HALVE)
+        waited = arm.progress - arm.gained_at
+        if waited >= PATIENCE_EPOCHS - 1e-9:
+            return self._stop(arm, Stop.PLATEAU, f"validation stopped improving: {waited:.1f} epochs without beating "
+                                                 f"{_f(arm.best)}, nor tying it at a lower loss")
+        # Past the end of the share, its next slice is cut to nothing and the budget stops it (ask)
+        self.queue.append(name)
+        return Decision(Action.CONTINUE)
+
+    def _measure(self, arm: Arm, s: Slice, progress: float | None, train_seconds: float | None) -> None:
+        """The arm's seconds, progress and rates, corrected by what slice `s` measured."""
         took = s.end - s.start
         arm.seconds += took
         once = arm.once_seconds
@@ -346,6 +351,10 @@ class Halving:
             arm.overhead_seconds += max(took - s.seconds, 0.0)
         arm.progress = max(progress, arm.progress)
         arm.slices.append(s)
+
+    @staticmethod
+    def _score(arm: Arm, s: Slice, points: Sequence[tuple[float, float]], improved: bool) -> None:
+        """The arm's curve and best score after slice `s`, and where it last gained."""
         arm.curve.extend((float(t), float(v)) for t, v in points)
         before = arm.best
         for _, v in points:
@@ -357,17 +366,6 @@ class Halving:
         if arm.best is not None and (before is None or arm.best > before + IMPROVEMENT or improved
                                      and arm.best >= before):
             arm.gained_at = arm.progress
-        if error is not None:
-            return self._stop(arm, Stop.FAILED, f"failed: {error}", ArmStatus.FAILED)
-        if finished:
-            return self._stop(arm, Stop.FINISHED, "trained all its planned epochs")
-        if self.round == "lead":
-            waited = arm.progress - arm.gained_at
-            if waited >= PATIENCE_EPOCHS - 1e-9:
-                self._stop(arm, Stop.PLATEAU, f"validation stopped improving: {waited:.1f} epochs without beating "
-                                              f"{_f(arm.best)}, nor tying it at a lower loss")
-            elif self.left() > 0:
-                self.queue.append(name)
 
     def finish(self) -> None:
         """The run is over: arms still running stop because the budget ended."""
@@ -378,12 +376,13 @@ class Halving:
                 self._stop(a, Stop.BUDGET, "the budget ended")
 
     def summary(self) -> dict:
-        return {"budget_seconds": self.deadline - self.start, "cap_seconds": self.cap, "parallel": self.parallel,
+        origin = self.share.start
+        return {"budget_seconds": self.share.given(), "cap_seconds": self.cap, "parallel": self.parallel,
                 "leader": self.leader,
                 "arms": {n: {"status": a.status.value, "stopped_because": a.kind.value if a.kind else None,
                              "why": a.why, "best": a.best, "seconds": round(a.seconds, 2),
-                             "epochs": round(a.progress, 3), "slices": [s.to_dict(self.start) for s in a.slices],
-                             "curve": [[round(t - self.start, 2), v] for t, v in a.curve]}
+                             "epochs": round(a.progress, 3), "slices": [s.to_dict(origin) for s in a.slices],
+                             "curve": [[round(t - origin, 2), v] for t, v in a.curve]}
                          for n, a in self.arms.items()}}
 
 

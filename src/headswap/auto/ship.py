@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from headswap.auto.records import Entry, Status
+from headswap.reports.report_text import duration
 from headswap.saved import model_dir
 from headswap.errors import HeadswapError
 
@@ -65,7 +67,7 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     return None
 
 
-def blend_winner(best, entry: dict, climb, baseline, validation, candidates: list, log, train_labels=None,
+def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: list, log, train_labels=None,
                  summary: dict | None = None, blend: bool = True):
     """(classifier, entry) to ship: `best`, or a blend of it with the other kept candidates (climb.pool) and the
     TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
@@ -74,18 +76,12 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     members too (Costs.reserve of their rungs), its least-weighted dear member is left out and the blend chosen
     again. Given the training texts' labels, what ships then has its decisions leaned toward the rarer classes where
     the same folds prefer that (lean_decisions; what it found goes in summary["decisions"])."""
-    from headswap.auto.climb import Candidate, label
-    from headswap.auto.runners import clean_for_shipping
-    from headswap.baseline.blend import Blend, columns, same_labels, select
+    from headswap.baseline.blend import select
     from headswap.decisions.balance import class_shares
-    from headswap.reports.report_text import duration
 
-    row = {"model": entry["model"], "model_name": entry["model_name"], "strategy": f"{entry['strategy']} + blend",
-           "regime": entry["regime"], "tier": "blend", **{k: entry[k] for k in ("head", "tuned") if entry.get(k)}}
-    why = ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
-           "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
-           "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
-           "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
+    row = Entry(entry.model, entry.model_name, f"{entry.strategy} + blend", entry.regime, "blend",
+                head=entry.head or None, tuned=entry.tuned or None)
+    why = _not_blended(best, baseline)
     mine = next((c for c in climb.pool if c.entry is entry), None)
     leans = (train_labels is not None and not getattr(best, "multi_label", False)
              and getattr(best, "out_of_scope", None) is None)
@@ -94,77 +90,119 @@ def blend_winner(best, entry: dict, climb, baseline, validation, candidates: lis
     prior = class_shares(train_labels, index) if leans else None
     if why or not blend:
         if why:
-            candidates.append({**row, "status": "skipped", "reason": why})
+            row.skip(why)
+            candidates.append(row)
             log(f"  blend not tried: {why}")
         if prior is not None and mine is not None:
             chosen = select([mine.proba], y, list(index), picked_from=[mine.picked_from], prior=prior)
             lean_decisions(best, entry, mine.proba, chosen, y, prior, summary, log)
         return best, entry
-    t0, budget, costs = time.perf_counter(), climb.budget, climb.costs
-    left = budget.left()      # recorded: whether the arms left the room they kept for a second member
+    t0 = time.perf_counter()
+    left = climb.budget.left()      # recorded: whether the arms left the room they kept for a second member
+    offered, price, priced_out = _offered(best, entry, mine, climb, baseline, candidates[0], validation)
+    chosen, cols = _choose(best, offered, price, priced_out, y, list(index), prior, climb.budget)
+    line = _record(row, chosen, offered, candidates[0], priced_out, left, t0)
+    candidates.append(row)
+    if not chosen.kept:
+        row.reason = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
+                      else "no blend scored higher on validation than the winner alone")
+        log(f"  blend not kept: {row.reason}")
+        if prior is not None:
+            lean_decisions(best, entry, offered[0].proba, chosen, y, prior, summary, log)
+        return best, entry
+    shipped = _blend(offered, chosen.weights, row)
+    log(f"  blend: {line}")
+    if prior is not None:
+        proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
+        lean_decisions(shipped, row, proba, chosen, y, prior, summary, log)
+    return shipped, row
+
+
+def _not_blended(best, baseline) -> str | None:
+    """Why the winner cannot be blended with the others (None: it can)."""
+    from headswap.baseline.blend import same_labels
+
+    return ("a multi-label winner is not blended" if getattr(best, "multi_label", False) else
+            "a winner with an out-of-scope label is not blended: its reject threshold was tuned on its own "
+            "probabilities, which averaging would change" if getattr(best, "out_of_scope", None) is not None else
+            "the winner's classes are not the baseline's" if not same_labels(best, baseline) else None)
+
+
+def _offered(best, entry: Entry, mine, climb, baseline, baseline_entry: Entry, validation) -> tuple[list, list, list]:
+    """(the candidates offered to the blend: the best first, then each kept one whose shipping fits beside the best's,
+    then the TF-IDF baseline; what shipping each takes; those the time left could not pay for, saying so)."""
+    from headswap.auto.climb import Candidate
+    from headswap.baseline.blend import same_labels
+
     offered = [Candidate(entry, best, mine.proba if mine is not None else best.predict_proba(validation.texts),
                          mine.picked_from if mine is not None else [])]
     price, priced_out = [0.0], []
     for c in climb.pool:
         if c is mine:
             continue
-        cost = costs.reserve(c.entry["plan"]) if c.entry.get("plan") is not None else 0.0
-        if budget.spare(ship=budget.ship + cost) < 0:        # not even beside the best alone
-            priced_out.append(f"{label(c.entry)} (shipping it too: {duration(cost)})")
+        cost = climb.costs.reserve(c.entry.plan) if c.entry.plan is not None else 0.0
+        if climb.budget.spare_to_ship(cost) < 0:        # not even beside the best alone
+            priced_out.append(f"{c.entry.label} (shipping it too: {duration(cost)})")
             continue
         model = c.loaded()
-        if same_labels(best, model):       # (the baseline's labels were checked above)
+        if same_labels(best, model):       # (the baseline's labels were checked before)
             offered.append(Candidate(c.entry, model, c.proba, c.picked_from))
             price.append(cost)
-    offered.append(Candidate(candidates[0], baseline, baseline.predict_proba(validation.texts)))
-    price.append(0.0)
+    offered.append(Candidate(baseline_entry, baseline, baseline.predict_proba(validation.texts)))
+    return offered, price + [0.0], priced_out
+
+
+def _choose(best, offered: list, price: list, priced_out: list, y, labels: list, prior, budget) -> tuple:
+    """(the blend select() chooses among `offered`, the columns of each one's probabilities that are best's): chosen
+    again, its least-weighted dear member left out (and said in `priced_out`), while the time left does not pay
+    for shipping its members beside the best."""
+    from headswap.baseline.blend import columns, select
+
     while True:
         cols = [columns(best, c.model) for c in offered]
-        chosen = select([np.asarray(c.proba)[:, k] for c, k in zip(offered, cols)], y, list(index),
+        chosen = select([np.asarray(c.proba)[:, k] for c, k in zip(offered, cols)], y, labels,
                         picked_from=[[np.asarray(q)[:, k] for q in c.picked_from] for c, k in zip(offered, cols)],
                         prior=prior)
         dear = [k for k, w in enumerate(chosen.weights) if w > 0 and price[k] > 0]
-        if not chosen.kept or not dear or budget.spare(ship=budget.ship + sum(price[k] for k in dear)) >= 0:
-            break
+        if not chosen.kept or not dear or budget.spare_to_ship(sum(price[k] for k in dear)) >= 0:
+            return chosen, cols
         # Priced after the choice, not in the pool's order: at 15 minutes on GermEval 2018 the room for one more
         # model went to the pool's next best, and the frozen MLP head, which the blend would have taken, was out.
         k = min(dear, key=lambda k: (chosen.weights[k], -price[k]))
-        priced_out.append(f"{label(offered[k].entry)} (shipping it too: {duration(price[k])})")
+        priced_out.append(f"{offered[k].entry.label} (shipping it too: {duration(price[k])})")
         del offered[k], price[k]
-    names = [label(c.entry) if c.entry is not candidates[0] else "TF-IDF" for c in offered]
-    row.update(status="ran" if chosen.kept else "not better", seconds=time.perf_counter() - t0,
-               validation_macro_f1=chosen.score, out_of_fold_macro_f1=chosen.out_of_fold,
-               alone_out_of_fold_macro_f1=chosen.alone_out_of_fold,
-               members=[{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0],
-               rung=f"blend of {sum(w > 0 for w in chosen.weights)}", left_seconds=round(left, 1))
-    if priced_out:
-        row["priced_out"] = priced_out
+
+
+def _record(row: Entry, chosen, offered: list, tfidf: Entry, priced_out: list, left: float, t0: float) -> str:
+    """The blend's row (`chosen` among `offered`, `left` seconds left when it began at `t0`); the line that says it."""
+    names = [c.entry.label if c.entry is not tfidf else "TF-IDF" for c in offered]
+    row.status, row.seconds = Status.RAN if chosen.kept else Status.NOT_BETTER, time.perf_counter() - t0
+    row.validation_macro_f1, row.out_of_fold_macro_f1 = chosen.score, chosen.out_of_fold
+    row.alone_out_of_fold_macro_f1 = chosen.alone_out_of_fold
+    row.members = [{"candidate": n, "weight": w} for n, w in zip(names, chosen.weights) if w > 0]
+    row.rung, row.left_seconds = f"blend of {sum(w > 0 for w in chosen.weights)}", round(left, 1)
+    row.priced_out = priced_out or None
     mix = " + ".join(f"{w:.2f} {n}" for n, w in zip(names, chosen.weights) if w > 0)
     folds = ("" if chosen.out_of_fold is None else
              f"; out of fold {chosen.out_of_fold:.4f}, the best alone {chosen.alone_out_of_fold:.4f}")
-    line = f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row['seconds']:.0f} s)"
-    candidates.append(row)
-    if not chosen.kept:
-        row["reason"] = (f"{line}; not better than the best alone out of fold" if chosen.out_of_fold is not None
-                         else "no blend scored higher on validation than the winner alone")
-        log(f"  blend not kept: {row['reason']}")
-        if prior is not None:
-            lean_decisions(best, entry, offered[0].proba, chosen, y, prior, summary, log)
-        return best, entry
-    members = [(c.model, w) for c, w in zip(offered, chosen.weights) if w > 0]
+    return f"{mix}: validation macro F1 {chosen.score:.4f}{folds} ({row.seconds:.0f} s)"
+
+
+def _blend(offered: list, weights: list, row: Entry):
+    """The Blend of the members `weights` keeps, each cleared of an arm's slicing; its strategy named in `row`."""
+    from headswap.auto.runners import clean_for_shipping
+    from headswap.baseline.blend import Blend
+
+    members = [(c.model, w) for c, w in zip(offered, weights) if w > 0]
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
             clean_for_shipping(m)
     blend = Blend(members)
-    row["strategy"] = blend.strategy
-    log(f"  blend: {line}")
-    if prior is not None:
-        proba = sum(w * np.asarray(c.proba)[:, k] for c, k, w in zip(offered, cols, chosen.weights) if w > 0)
-        lean_decisions(blend, row, proba, chosen, y, prior, summary, log)
-    return blend, row
+    row.strategy = blend.strategy
+    return blend
 
 
-def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | None, log) -> None:
+def lean_decisions(model, entry: Entry, proba, chosen, y, prior, summary: dict | None, log) -> None:
     """Lean `model`'s decisions toward the rarer classes (headswap.decisions.balance), with the tau tuned on its
     validation probabilities `proba` (class indices y), where `chosen`'s held-out folds (blend.select given the
     prior) score that above the argmax; what it found goes in summary["decisions"] either way. (blend_winner gives
@@ -187,7 +225,7 @@ def lean_decisions(model, entry: dict, proba, chosen, y, prior, summary: dict | 
             + ("" if before is None or after is None else f", out of fold {before:.4f} -> {after:.4f}"))
     if kept:
         model.balance_step_.set(tau, prior)
-        entry["balance"] = {"tau": tau}
+        entry.balance = {"tau": tau}
         log(f"  decisions: {line}")
     else:
         log(f"  decisions: the argmax; {line}")
