@@ -1,6 +1,6 @@
-"""benchmarks/active_learning.py takes data of one's own (--data) and writes only under its --out: its default plot
-used to overwrite docs/img/active_learning.png in the checkout. Fast: features are seeded into the cache, so no
-model loads."""
+"""benchmarks/active_learning.py and benchmarks/tfidf_search.py take data of one's own (--data) and write only
+under their --out: active_learning's default plot used to overwrite docs/img/active_learning.png in the checkout.
+Fast: active learning's features are seeded into the cache, so no model loads."""
 
 from __future__ import annotations
 
@@ -52,3 +52,25 @@ def test_active_learning_refuses_a_folder_without_its_files(tmp_path):
     with pytest.raises(SystemExit) as e:
         active_learning.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert "not a built-in set" in str(e.value) and not (tmp_path / "out").exists()
+
+
+def test_tfidf_search_measures_a_folder_of_ones_own_and_writes_only_under_out(tmp_path):
+    spec = importlib.util.spec_from_file_location("tfidf_search", ROOT / "benchmarks" / "tfidf_search.py")
+    tfidf_search = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tfidf_search)
+    data, out = tmp_path / "tickets", tmp_path / "out"
+    data.mkdir()
+    topics = {"bill": "invoice charge refund payment", "bug": "crash error broken freeze"}
+    rows = [f"my {words.split()[i % 4]} again {i},{label}\n" for i in range(30) for label, words in topics.items()]
+    (data / "train.csv").write_text("text,label\n" + "".join(rows))
+    checkout = {d: files_under(ROOT / d) for d in ("docs", "benchmarks/results")}
+    assert tfidf_search.main(["--data", str(data), "--out", str(out), "--budget", "600"]) == 0
+    assert {d: files_under(ROOT / d) for d in checkout} == checkout, "the benchmark wrote into the checkout"
+    assert set(files_under(out)) == {"tfidf_search.json"}
+    doc = json.loads((out / "tfidf_search.json").read_text())
+    (row,) = doc["sets"]
+    assert (row["train"], row["validation"], row["test"], row["classes"]) == (54, 6, 0, 2)    # a tenth held out
+    assert row["tuned"]["tried"][0]["validation_macro_f1"] == row["plain"]["validation_macro_f1"]
+    assert doc["search_seconds"] == 30.0 and len(doc["load_before"]) == 3
+    with pytest.raises(SystemExit, match="neither a folder with train.csv"):
+        tfidf_search.main(["--data", str(tmp_path / "none"), "--out", str(out)])

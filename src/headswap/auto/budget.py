@@ -111,6 +111,11 @@ class Budget:
         """Whether only the margin is left."""
         return self.left() <= self.margin
 
+    def share_of_spare(self, share: float) -> float:
+        """`share` of the budget, within spare(): what a step that may win but need not (the TF-IDF baseline's search
+        beyond its first fit) may take."""
+        return min(share * self.seconds, self.spare())
+
     def elapsed(self) -> tuple[float, float]:
         """(seconds spent, the share of the budget they are): what the report says was used."""
         spent = self.spent()

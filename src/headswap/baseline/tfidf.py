@@ -21,6 +21,7 @@ from headswap.saved.model_dir import (CONFIG_FILE, FORMAT_VERSION, WEIGHTS_FILE,
                                       read_config)
 
 KIND = "tfidf"
+LINEAR = ("logistic", "svm")
 # Below this a soft label's class is left out of the repeated rows: it adds nothing to the loss.
 MIN_SOFT_WEIGHT = 1e-6
 
@@ -60,23 +61,39 @@ class WordsOptional(FeatureUnion):
 
 
 class TfidfClassifier(ClassifierMixin, BaseEstimator):
-    """TF-IDF features and a multinomial logistic regression (scikit-learn), with fit/predict/predict_proba.
+    """TF-IDF features and a linear model (scikit-learn), with fit/predict/predict_proba.
 
-    fit(X, y) trains on labels; fit(X, soft_labels=P, labels=L) on an (N, K) matrix of probabilities over L (a
-    teacher's predict_proba): each text is repeated once per class, weighted by its probability, which makes
-    the logistic loss exactly the cross-entropy to the soft labels.
+    linear "logistic": a multinomial logistic regression. fit(X, y) trains on labels; fit(X, soft_labels=P,
+    labels=L) on an (N, K) matrix of probabilities over L (a teacher's predict_proba): each text is repeated once
+    per class, weighted by its probability, which makes the logistic loss exactly the cross-entropy to the soft
+    labels. linear "svm": a LinearSVC (labels only), whose probabilities are the softmax of its decision scores
+    divided by `temperature` (auto fits it on validation: headswap.baseline.search); the scaled scores are kept
+    as a logistic regression's coefficients, so both save, load and explain alike.
     """
 
-    def __init__(self, C: float = 10.0, max_iter: int = 2000):
+    def __init__(self, C: float = 10.0, max_iter: int = 2000, linear: str = "logistic", temperature: float = 1.0):
         self.C = C
         self.max_iter = max_iter
+        self.linear = linear
+        self.temperature = temperature
 
     def fit(self, X, y=None, *, soft_labels=None, labels=None):
+        rows, targets, weights = self._prepare(X, y, soft_labels, labels)
+        self._fit_head(rows, targets, weights)
+        return self
+
+    def _prepare(self, X, y, soft_labels, labels):
+        """Checks the arguments, fits the features and sets classes_: (feature rows, class indices, weights)."""
         from scipy.sparse import vstack
-        from sklearn.linear_model import LogisticRegression
         texts = some_texts(X, "training data")
+        if self.linear not in LINEAR:
+            raise HeadswapError(f"TfidfClassifier linear must be one of {', '.join(LINEAR)}; got {self.linear!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise HeadswapError(f"TfidfClassifier temperature must be a number above 0; got {self.temperature!r}")
         if (y is None) == (soft_labels is None):
             raise HeadswapError("TfidfClassifier.fit takes labels y or soft_labels (with labels), not both or neither")
+        if soft_labels is not None and self.linear != "logistic":
+            raise HeadswapError("soft_labels train the logistic regression only (linear='logistic')")
         if soft_labels is not None:     # checked before any work
             probs = np.asarray(soft_labels, dtype=np.float64)
             if labels is None or probs.shape != (len(texts), len(labels)):
@@ -105,11 +122,22 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             rows, targets, weights = feats, np.array([index[str(v)] for v in y]), None
         if len(set(targets.tolist())) < 2:
             raise HeadswapError("training data has a single class; a classifier needs at least two")
-        self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(rows, targets, sample_weight=weights)
+        return rows, targets, weights
+
+    def _fit_head(self, rows, targets, weights=None) -> None:
+        """The linear model on feature rows of class indices `targets` (of classes_): model_."""
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.svm import LinearSVC
+        if self.linear == "svm":
+            svm = LinearSVC(C=self.C, max_iter=self.max_iter, random_state=0).fit(rows, targets)
+            self.model_ = linear_model(svm.coef_ / self.temperature, svm.intercept_ / self.temperature, self.C,
+                                       self.max_iter, svm.classes_)
+        else:
+            self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(rows, targets,
+                                                                                   sample_weight=weights)
         if len(self.model_.classes_) != len(self.classes_):
             missing = sorted(set(self.classes_) - {self.classes_[k] for k in self.model_.classes_})
             raise HeadswapError(f"no training text has weight on the classes {missing}")
-        return self
 
     def decision_function(self, X) -> np.ndarray:
         return self.model_.decision_function(self.features_.transform(some_texts(X, "prediction input")))
@@ -139,7 +167,11 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return explain(self, X, **kwargs)
 
     # What predict, eval and serve read from any saved classifier.
-    multi_label, strategy, model, runtime_ = False, "tfidf-logreg", KIND, "scikit-learn"
+    multi_label, model, runtime_ = False, KIND, "scikit-learn"
+
+    @property
+    def strategy(self) -> str:
+        return "tfidf-linearsvc" if self.linear == "svm" else "tfidf-logreg"     # the first: bench's baseline's name
 
     def evaluate(self, X, y):
         """Metrics on labelled texts, with timing, parameter count and calibration in extra (as TextClassifier)."""
@@ -168,9 +200,13 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
                                  "vocabulary": {t: int(i) for t, i in vec.vocabulary_.items()}}
         with atomic_path(path / WEIGHTS_FILE) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp))
+        # params keep the keys every earlier version reads; the saved coefficients already hold an SVM's scores
+        # over its temperature, so an earlier version loads it too, as a logistic regression of the same outputs.
+        params = self.get_params()
         config = {"format": "headswap", "format_version": FORMAT_VERSION, "kind": KIND,
-                  "labels": self.labels_, "label_values": self.classes_.tolist(), "params": self.get_params(),
-                  "vectorizers": vectorizers}
+                  "labels": self.labels_, "label_values": self.classes_.tolist(),
+                  "params": {k: params[k] for k in ("C", "max_iter")}, "vectorizers": vectorizers,
+                  "linear": {k: params[k] for k in ("linear", "temperature")}}
         if getattr(self, "distillation_", None) is not None:
             config["distillation"] = self.distillation_    # where a distilled student came from (headswap.jobs.distill)
         if getattr(self, "earned_", None) is not None:
@@ -183,7 +219,6 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def load(cls, path) -> "TfidfClassifier":
         from safetensors.numpy import load_file
         from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import FeatureUnion
         path = Path(path)
         config = read_config(path)     # present, readable, of this format version
@@ -196,7 +231,12 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             tensors = load_file(str(path / WEIGHTS_FILE))
         except Exception as e:   # safetensors raises its own types for damaged files
             raise HeadswapError(f"{path} is a damaged TF-IDF model ({str(e).splitlines()[0][:200]})") from None
-        clf = cls(**config["params"])
+        linear = config.get("linear", {})       # absent before the linear SVM: a logistic regression
+        if not (isinstance(linear, dict) and linear.get("linear", "logistic") in LINEAR and set(linear) <= {
+                "linear", "temperature"} and isinstance(linear.get("temperature", 1.0), (int, float))):
+            raise HeadswapError(f"{path}: its linear model {linear!r:.80} is not one headswap saves; the model "
+                                f"directory is damaged")
+        clf = cls(**config["params"], **linear)
         parts = []
         for name, spec in config["vectorizers"].items():
             params = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["params"].items()}
@@ -208,19 +248,27 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             vec.idf_ = idf
             parts.append((name, vec))
         clf.features_ = FeatureUnion(parts)
-        model = LogisticRegression(C=clf.C, max_iter=clf.max_iter)
-        model.coef_, model.intercept_ = tensors["coef"], tensors["intercept"]
         labels = config["labels"]
         n_features = sum(len(spec["vocabulary"]) for spec in config["vectorizers"].values())
         rows = 1 if len(labels) == 2 else len(labels)
-        if model.coef_.shape != (rows, n_features):
-            raise HeadswapError(f"{path}: coefficients {model.coef_.shape} do not fit {len(labels)} labels and "
+        if tensors["coef"].shape != (rows, n_features):
+            raise HeadswapError(f"{path}: coefficients {tensors['coef'].shape} do not fit {len(labels)} labels and "
                                 f"{n_features} features; the model directory is damaged")
-        model.classes_, model.n_features_in_ = np.arange(len(labels)), n_features
-        clf.model_, clf.classes_ = model, label_classes(path / CONFIG_FILE, config)
+        clf.model_ = linear_model(tensors["coef"], tensors["intercept"], clf.C, clf.max_iter, np.arange(len(labels)))
+        clf.classes_ = label_classes(path / CONFIG_FILE, config)
         if config.get("distillation") is not None:
             clf.distillation_ = config["distillation"]
         from headswap.decisions.earned import Earned
         if (earned := Earned.load(config)) is not None:
             clf.earned_ = earned
         return clf
+
+
+def linear_model(coef, intercept, C: float, max_iter: int, classes):
+    """A fitted LogisticRegression of these coefficients: predict_proba is the softmax of X coef^T + intercept (the
+    sigmoid of the one row for two classes), whichever model they came from."""
+    from sklearn.linear_model import LogisticRegression
+    model = LogisticRegression(C=C, max_iter=max_iter)
+    model.coef_, model.intercept_ = np.asarray(coef), np.asarray(intercept)
+    model.classes_, model.n_features_in_ = np.asarray(classes), model.coef_.shape[1]
+    return model
