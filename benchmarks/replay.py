@@ -4,7 +4,8 @@ curves (headswap.auto.replay) and the winner compared with the one the run picke
 
     python benchmarks/replay.py --recording benchmarks/results/auto_policy/*-15m*.json [--out DIR] [--strict]
 
-Prints one row per recording: set, recorded winner, replayed winner, same?, the arms' budget used, replay seconds;
+Prints one row per recording: set, recorded winner, replayed winner, same?, how many of the arms that ran stopped
+by the same rule as in the run, the arms' budget used, replay seconds;
 a results.json that cannot be replayed is skipped with its reason. --out writes each recording (DIR/NAME.replay.json,
 to replay later or edit) and the table (DIR/replay.md, DIR/replay.json). --strict exits 1 when any replay picks
 another winner or takes 10 s or more.
@@ -27,8 +28,16 @@ def short(name: str | None) -> str:
     return "–" if name is None else name.replace(" · ", " ")
 
 
+def as_recorded(result, recorded: dict) -> tuple[int, int]:
+    """Of the arms that ran in the run or in its replay, how many stopped by the same rule: how close the replay
+    comes to the run beyond its winner (rules changed since the run, and what a recording infers, move it)."""
+    ran = [n for n, a in result.arms.items() if a["slices"] or (recorded.get(n) or {}).get("slices")]
+    same = [n for n in ran if result.arms[n]["stopped_because"] == (recorded.get(n) or {}).get("stopped_because")]
+    return len(same), len(ran)
+
+
 def row(rec, result) -> dict:
-    return {"set": rec.name, "recorded_winner": result.recorded_winner, "replayed_winner": result.winner,
+    return {"stops_as_recorded": as_recorded(result, rec.recorded.get("arms") or {}), "set": rec.name, "recorded_winner": result.recorded_winner, "replayed_winner": result.winner,
             "replayed_validation": result.winner_validation, "same": result.same,
             "arms_seconds": round(result.arms_seconds, 1), "used_seconds": round(result.used_seconds, 1),
             "replay_seconds": round(result.wall_seconds, 3), "unrecorded": result.unrecorded, "arms": result.arms,
@@ -36,13 +45,14 @@ def row(rec, result) -> dict:
 
 
 def table(rows: list[dict], skipped: list[tuple[str, str]]) -> str:
-    lines = ["| set | recorded winner | replayed winner | same? | arms' budget used | replay s |",
-             "|---|---|---|---|---:|---:|"]
+    lines = ["| set | recorded winner | replayed winner | same? | arms stopped as recorded | arms' budget used | "
+             "replay s |", "|---|---|---|---|---:|---:|---:|"]
     for r in rows:
         same = "–" if r["same"] is None else "yes" if r["same"] else "**no**"
         used = f"{r['used_seconds']:.0f} of {r['arms_seconds']:.0f} s"
+        stops = "{} of {}".format(*r["stops_as_recorded"])
         lines.append(f"| {r['set']} | {short(r['recorded_winner'])} | {short(r['replayed_winner'])} | {same} | "
-                     f"{used} | {r['replay_seconds']:.2f} |")
+                     f"{stops} | {used} | {r['replay_seconds']:.2f} |")
     lines += [f"\nskipped {path}: {why}" for path, why in skipped]
     return "\n".join(lines)
 

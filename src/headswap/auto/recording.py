@@ -11,8 +11,9 @@ results.json was not written to be replayed, so some of a recording is inferred,
   plan (overhead, one-off pass and the round's target epochs of an epoch); an arm without a one-off pass (no cached
   lower blocks) is solved from the two, one with it takes the overhead of an arm on the same model that has none,
   and an arm that never ran takes a learning-rate sibling's estimates, else no one-off pass;
-- the arms' order: those that ran in the order of their first slices, then the rest in the report's order,
-  learning-rate variants last (results.json does not keep the prior's order).
+- the arms' order: those admitted in the order of their first slices, then those that took over as leader, then the
+  rest in the report's order, learning-rate variants after rungs and arms on a model none of whose arms ran last
+  (results.json does not keep the prior's order).
 """
 
 from __future__ import annotations
@@ -133,16 +134,24 @@ def _overruns(arms, rows: list[dict], trained: list[list[float]]) -> None:
 
 
 def _estimate(arms: list[ArmRecord], rows: list[dict], notes: list[str]) -> None:
-    """The policy's estimates at the start (epoch, overhead, one-off seconds) from estimated_seconds and the first
-    slice's plan; see the module's docstring for what is assumed."""
+    """The policy's estimates at the start (epoch, overhead, one-off seconds) from estimated_seconds (its epoch plus
+    overhead) and its least slice (overhead, one-off pass, a quarter epoch): that of its first slice's plan, or the one
+    its refusal names (rounded as the report says durations); see the module's docstring for what is assumed."""
     firsts = [(r.get("slices") or [None])[0] for r in rows]
     firsts = [f if f and f.get("round") == 0 else None for f in firsts]
     overheads: dict[str, float] = {}      # model -> the overhead of an arm on it without a one-off pass
-    for row, first in zip(rows, firsts):
-        if row.get("rung") != "partial-cached" and first and abs(max(first["target_epochs"], 0.25) - 1) > 0.05:
-            epoch = (first["planned_seconds"] - row["estimated_seconds"]) / (max(first["target_epochs"], 0.25) - 1)
-            if 0 < epoch <= row["estimated_seconds"]:
-                overheads.setdefault(row.get("model_name"), row["estimated_seconds"] - epoch)
+    for row, first in sorted(zip(rows, firsts), key=lambda rf: rf[1] is None):     # first slices before refusals
+        if row.get("rung") == "partial-cached" or row.get("model_name") in overheads:
+            continue
+        est = row["estimated_seconds"]
+        if first and abs(max(first["target_epochs"], 0.25) - 1) > 0.05:
+            epoch = (first["planned_seconds"] - est) / (max(first["target_epochs"], 0.25) - 1)
+            overhead = est - epoch if 0 < epoch <= est else None
+        else:
+            least = least_named(row.get("reason"))
+            overhead = (least - 0.25 * est) / 0.75 if least is not None else None
+        if overhead is not None:
+            overheads[row.get("model_name")] = min(max(overhead, 0.0), est)
     for arm, row, first in zip(arms, rows, firsts):
         arm.group = _group(row)
         overhead = overheads.get(row.get("model_name"), 0.0)
@@ -150,19 +159,41 @@ def _estimate(arms: list[ArmRecord], rows: list[dict], notes: list[str]) -> None
             notes.append("an arm on a model with no arm solved from its first slice: planned without overhead")
         arm.overhead_seconds = round(overhead, 3)
         arm.epoch_seconds = round(max(row["estimated_seconds"] - overhead, 1e-3), 3)
-        if row.get("rung") == "partial-cached" and first:
-            once = first["planned_seconds"] - overhead - max(first["target_epochs"], 0.25) * arm.epoch_seconds
-            # What it really paid is inside its curve's first training seconds (once_true stays 0)
-            arm.once_seconds = round(max(once, 0.0), 3)
-            notes.append("a cached partial's estimated one-off pass: its first slice's plan less its overhead and "
-                         "epochs")
-    paid = {a.group: a for a in arms if a.once_seconds}
+        if row.get("rung") == "partial-cached":
+            least = (first["planned_seconds"] - (max(first["target_epochs"], 0.25) - 0.25) * arm.epoch_seconds
+                     if first else least_named(row.get("reason")))
+            if least is not None:
+                # What it really paid is inside its curve's first training seconds (once_true stays 0)
+                arm.once_seconds = round(max(least - overhead - 0.25 * arm.epoch_seconds, 0.0), 3)
+                notes.append("a cached partial's estimated one-off pass: its least slice less its overhead and a "
+                             "quarter epoch")
+    # A rung and its learning-rate variants plan for the same pass until one of them has run (a variant's first slice,
+    # planned after its rung's, shows none)
+    once: dict[str, float] = {}
+    for arm in arms:
+        once[arm.group] = max(once.get(arm.group, 0.0), arm.once_seconds)
     for arm, row in zip(arms, rows):
+        arm.once_seconds = once[arm.group]
         if row.get("rung") == "partial-cached" and not arm.once_seconds:
-            if arm.group in paid:      # a learning-rate sibling ran: the same rung, the same pass
-                arm.once_seconds = paid[arm.group].once_seconds
-            else:
-                notes.append("a cached partial that never ran, nor a sibling: planned without a one-off pass")
+            notes.append("a cached partial whose least slice is not known: planned without a one-off pass")
+
+
+_DURATION = r"(\d+(?:\.\d+)?) (s|min|h)"
+_UNIT = {"s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def least_named(reason: str | None) -> float | None:
+    """The least slice a refused arm's reason names (policy.admit's words), in seconds; None when it names none."""
+    def seconds(match, at=0):
+        return float(match.group(1 + at)) * _UNIT[match.group(2 + at)]
+    said = re.search(r"this one " + _DURATION, reason or "")
+    if said:
+        return seconds(said)
+    said = re.search(r"its least slice \(" + _DURATION + r" of loading and start-up and (\d+)% of a " + _DURATION,
+                     reason or "")
+    if said:
+        return seconds(said) + float(said.group(3)) / 100 * seconds(said, 3)
+    return None
 
 
 def _group(row: dict) -> str:
@@ -171,11 +202,17 @@ def _group(row: dict) -> str:
 
 
 def _order(rows: list[dict]) -> list[int]:
-    """The policy's order of the arms, as far as results.json shows it (see the module's docstring)."""
+    """The policy's order of the arms, as far as results.json shows it (see the module's docstring): those admitted
+    in the order of their first slices, then those that took over as leader (the first that fit in the policy's
+    order), then the rest, those on a model no arm of which ran last (a model whose vocabulary misfits the texts)."""
+    ran_models = {r.get("model_name") for r in rows if r.get("slices")}
+
     def key(i):
         slices = rows[i].get("slices") or []
-        first = slices[0].get("start") if slices and slices[0].get("round") == 0 else None
-        return (first is None, first if first is not None else 0.0, bool(rows[i].get("tuned")), i)
+        first = slices[0] if slices else {}
+        phase = 0 if first.get("round") == 0 else 1 if slices else 2
+        return (phase, first.get("start") or 0.0, rows[i].get("model_name") not in ran_models,
+                bool(rows[i].get("tuned")), i)
     return sorted(range(len(rows)), key=key)
 
 

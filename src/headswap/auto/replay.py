@@ -143,7 +143,8 @@ class ReplayArms:
     the validation points it passes (and, where it stops between two, one at the stop, read between them), and takes
     that training plus the arm's recorded slice cost. An arm past the end of its curve gains nothing more (it has
     plateaued), or has finished where that end is its planned epochs. An arm with no curve (it never ran when
-    recorded) fails: what it would have scored is not known, and the replay says so (`unrecorded`)."""
+    recorded) spends its slices' time and gets no score: what it would have scored is not known, and the replay says
+    so (`unrecorded`)."""
 
     def __init__(self, recording: Recording, clock: ReplayClock):
         self.arms = {a.name: a for a in recording.arms}
@@ -158,17 +159,34 @@ class ReplayArms:
     def start(self, name: str, rung, settings: dict, seen: int) -> None:
         arm, limit = self.arms.get(name), float(settings["time_limit"])
         if arm is None or not arm.curve:
-            self.unrecorded.append(name)
-            result, took = {"error": "no recorded curve to replay", "points": [], "finished": False}, 0.0
+            result, took = self._unrecorded(name, arm, limit)
         else:
             result, took = self._slice(arm, limit)
         self.started += 1
         heapq.heappush(self.pending, (self.clock.t + took, self.started, name, result))
 
-    def _slice(self, arm: ArmRecord, limit: float) -> tuple[dict, float]:
+    def _unrecorded(self, name: str, arm: ArmRecord | None, limit: float) -> tuple[dict, float]:
+        """A slice of an arm the run never trained: it takes its time (at the policy's estimated rate) and says
+        nothing of its score, so it can neither win nor be judged; the replay names it."""
+        if name not in self.unrecorded:
+            self.unrecorded.append(name)
+        if arm is None:
+            return {"points": [], "finished": False, "train_seconds": limit, "better": False}, limit
+        once = self._once(arm, arm.once_seconds)
+        self.trained[name] += limit
+        return ({"points": [], "finished": False, "progress": self.trained[name] / max(arm.epoch_seconds, 1e-9),
+                 "train_seconds": limit + once, "better": False, "history_length": 0},
+                limit + once + arm.overhead_seconds)
+
+    def _once(self, arm: ArmRecord, seconds: float) -> float:
+        """`seconds` the first time a slice of the arm's group runs, 0 after: the one-off pass is made once."""
         key = arm.group if arm.group is not None else arm.name
-        once = 0.0 if key in self.paid else arm.once_true
+        paid = key in self.paid
         self.paid.add(key)
+        return 0.0 if paid else seconds
+
+    def _slice(self, arm: ArmRecord, limit: float) -> tuple[dict, float]:
+        once = self._once(arm, arm.once_true)
         before = self.trained[arm.name]
         end = min(before + max(limit + arm.overrun_seconds, 0.0) + once, arm.seconds_to_finish())
         train = max(end - before, 0.0)
