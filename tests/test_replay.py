@@ -183,3 +183,39 @@ def test_the_benchmark_refuses_when_nothing_can_be_replayed(tmp_path, capsys):
     assert script().main(["--recording", str(bad)]) == 2
     captured = capsys.readouterr()
     assert "not JSON" in captured.out and captured.err.count("\n") == 1
+
+
+def test_a_refused_arms_least_slice_is_read_from_its_reason():
+    from headswap.auto.recording import least_named
+
+    assert least_named("an arm before it that costs about as much or less (23 s at least, this one 1.6 min) got "
+                       "no first slice") == pytest.approx(96.0)
+    assert least_named("its least slice (63 s of loading and start-up and 25% of a 20.6 min epoch) is over a third "
+                       "of the budget (5.0 min), and it would not be the only arm") == pytest.approx(63 + 0.25 * 1236)
+    assert least_named("the budget trains 2 arm(s) before it to 1 epoch each before judging them") is None
+
+
+def test_the_reader_solves_a_refused_arms_overhead_and_puts_a_takeover_before_arms_never_run():
+    doc = results_json()
+    rows = doc["auto"]["candidates"]
+    # full fine-tuning of another model, refused at first (least slice 40 s: overhead 20 s and a quarter of 80 s),
+    # then took over as leader; a cached partial of it was refused and never ran
+    took_over = {"model": "n", "model_name": "n", "strategy": "encoder-mlp", "regime": "full", "tier": "fine-tune",
+                 "rung": "full", "epochs": 2, "arm": "n · encoder-mlp · full", "estimated_seconds": 100.0,
+                 "status": "ran", "halving": True, "validation_macro_f1": 0.7, "seconds": 30.0,
+                 "trained_epochs": 0.3, "stopped_because": "budget",
+                 "reason": "an arm before it that costs about as much or less (23 s at least, this one 40 s) got no "
+                           "first slice",
+                 "slices": [{"round": "lead", "planned_seconds": 30.0, "target_epochs": 1.0, "start": 340.0,
+                             "seconds": 30.0}], "curve": [[369.0, 0.7]]}
+    never = {**took_over, "rung": "partial-cached", "regime": "partial", "arm": "n · encoder-mlp · partial",
+             "estimated_seconds": 50.0, "status": "skipped", "slices": [], "curve": None, "trained_epochs": None,
+             "reason": "an arm before it that costs about as much or less (23 s at least, this one 45 s) got no "
+                       "first slice"}
+    rows[2:2] = [never, took_over]
+    rec = from_results(doc, "takeover")
+    names = [a.name for a in rec.arms]
+    assert names[2:4] == ["n · encoder-mlp · full", "n · encoder-mlp · partial"]     # variants last
+    full_n, partial_n = rec.arms[2], rec.arms[3]
+    assert (full_n.overhead_seconds, full_n.epoch_seconds) == pytest.approx((20.0, 80.0))
+    assert partial_n.once_seconds == pytest.approx(45 - 20 - 0.25 * 30)
