@@ -219,3 +219,21 @@ def test_the_reader_solves_a_refused_arms_overhead_and_puts_a_takeover_before_ar
     full_n, partial_n = rec.arms[2], rec.arms[3]
     assert (full_n.overhead_seconds, full_n.epoch_seconds) == pytest.approx((20.0, 80.0))
     assert partial_n.once_seconds == pytest.approx(45 - 20 - 0.25 * 30)
+
+
+def test_the_best_cheap_candidate_is_what_an_arm_must_beat():
+    rec = recording(arm("a", rising(0.85)))
+    rec.cheap.append({"name": "frozen head", "seconds": 9.0, "validation": 0.90})
+    assert replay(rec).winner == "frozen head"
+    rec.cheap[-1]["validation"] = 0.80
+    assert replay(rec).winner == "a"
+
+
+def test_progress_is_the_curves_not_the_plans():
+    # The policy guesses 60 s an epoch; the recorded curve trained at 30 s: the first slice, planned as one epoch,
+    # reaches the arm's two planned epochs and it finishes there
+    fast = arm("fast", rising(0.9, 8), epoch=30.0, planned=2.0)
+    fast.epoch_seconds = 60.0
+    result = replay(recording(fast))
+    assert result.arms["fast"]["stopped_because"] == "finished"
+    assert result.arms["fast"]["epochs"] == pytest.approx(2.0) and result.arms["fast"]["slices"] == 1
