@@ -18,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from headswap.auto.replay import load, replay
+from headswap.auto.recording import load
+from headswap.auto.replay import replay
 from headswap.errors import HeadswapError
 
 LIMIT_SECONDS = 10.0      # issue 69: a replay judges a rule change in seconds, not a 15-minute run

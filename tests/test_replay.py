@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from headswap.auto.policy import PATIENCE_EPOCHS
-from headswap.auto.recording import from_results
-from headswap.auto.replay import ArmRecord, Recording, load, replay
+from headswap.auto.recording import from_results, load
+from headswap.auto.replay import ArmRecord, Recording, replay
 from headswap.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,12 @@ results.json was not written to be replayed, so some of a recording is inferred,
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from pathlib import Path
 
-from headswap.auto.replay import ArmRecord, Recording
+from headswap.auto.replay import FORMAT, ArmRecord, Recording
 from headswap.errors import ConfigError
 
 CHEAP_TIERS = {"baseline", "frozen", "static", "causal"}
@@ -232,3 +234,19 @@ def _winner(auto: dict, rows: list[dict]) -> str | None:
             and (r.get("tuned") or None) == (pick.get("tuned") or None) and r.get("validation_macro_f1") is not None
             and (pick.get("head") is None or r.get("head") in (None, pick.get("head")))]
     return name_of(max(same, key=lambda r: r["validation_macro_f1"])) if same else None
+
+
+def load(path: Path) -> Recording:
+    """A recording file (Recording.to_json), or a run's results.json read as one (from_results)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if f'"{FORMAT}"' in text[:200]:
+        return Recording.from_json(text, str(path))
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"{path}: not JSON ({e})") from None
+    return from_results(doc, path.stem if path.stem != "results" else f"{path.parent.name}/{path.stem}", str(path))

@@ -6,7 +6,8 @@ every recorded set before any 15-minute run confirms it (as LCBench-style surrog
 A Recording holds the arms' share of the budget, the cheap candidates' validation scores (the best of them is what an
 arm must beat), and per arm: the costs the policy planned with (Arm's epoch, overhead and one-off seconds, its group),
 what a slice really costs besides training, its planned epochs, and its curve of (training seconds, epochs, validation
-macro F1, test macro F1 or None) points. Reading one from a run's results.json is headswap.auto.recording.
+macro F1, test macro F1 or None) points. Reading one from a file, or from a run's results.json, is
+headswap.auto.recording.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import math
 import time
 from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from headswap.errors import ConfigError
 
@@ -294,20 +294,3 @@ def replay(recording: Recording, log=lambda line: None) -> Replay:
                   board.best_entry.validation_macro_f1, recording.recorded.get("winner"), recording.arms_seconds,
                   clock.t - share.start, outcome, runner.unrecorded, time.perf_counter() - wall)
 
-
-def load(path: Path) -> Recording:
-    """A recording file, or a run's results.json read as one (headswap.auto.recording.from_results)."""
-    from headswap.auto.recording import from_results
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if f'"{FORMAT}"' in text[:200]:
-        return Recording.from_json(text, str(path))
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise ConfigError(f"{path}: not JSON ({e})") from None
-    return from_results(doc, path.stem if path.stem != "results" else f"{path.parent.name}/{path.stem}", str(path))
