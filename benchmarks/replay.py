@@ -54,7 +54,7 @@ def table(rows: list[dict], skipped: list[tuple[str, str]]) -> str:
         stops = "{} of {}".format(*r["stops_as_recorded"])
         lines.append(f"| {r['set']} | {short(r['recorded_winner'])} | {short(r['replayed_winner'])} | {same} | "
                      f"{stops} | {used} | {r['replay_seconds']:.2f} |")
-    lines += [f"\nskipped {path}: {why}" for path, why in skipped]
+    lines += [""] * bool(skipped) + [f"skipped {path}: {why}" for path, why in skipped]
     return "\n".join(lines)
 
 
