@@ -237,3 +237,29 @@ def test_progress_is_the_curves_not_the_plans():
     result = replay(recording(fast))
     assert result.arms["fast"]["stopped_because"] == "finished"
     assert result.arms["fast"]["epochs"] == pytest.approx(2.0) and result.arms["fast"]["slices"] == 1
+
+
+def test_arms_train_side_by_side_where_the_run_had_slots_for_them():
+    rec = recording(arm("a", rising(0.80)), arm("b", rising(0.95)), arm("c", rising(0.90)))
+    rec.parallel = 2
+    result = replay(rec)
+    assert result.arms["a"]["starts"][0] == result.arms["b"]["starts"][0] == 0.0
+    assert result.arms["c"]["starts"][0] > 0 and result.winner == "b"
+    assert result.used_seconds <= 600 + 1e-6
+
+
+def test_a_results_json_of_another_shape_is_one_line_not_a_traceback():
+    doc = results_json()
+    doc["auto"]["candidates"][3]["slices"][0].pop("planned_seconds")
+    with pytest.raises(ConfigError, match="small: not an auto results.json this reader knows"):
+        from_results(doc, "small")
+
+
+def test_strict_exits_1_where_a_replay_picks_another_winner(tmp_path, capsys):
+    rec = recording(arm("a", rising(0.80)), arm("b", rising(0.95)))
+    rec.recorded["winner"] = "a"
+    path = tmp_path / "r.replay.json"
+    path.write_text(rec.to_json())
+    assert script().main(["--recording", str(path)]) == 0
+    assert script().main(["--recording", str(path), "--strict"]) == 1
+    assert "| synthetic | a | b | **no** |" in capsys.readouterr().out

@@ -42,6 +42,15 @@ def name_of(row: dict) -> str:
 def from_results(doc: dict, name: str, source: str = "") -> Recording:
     """The recording of auto's results.json `doc`; ConfigError (one line, saying what is missing) when it cannot be
     replayed."""
+    try:
+        return _read(doc, name, source)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{name}: not an auto results.json this reader knows ({type(e).__name__}: {e})") from None
+
+
+def _read(doc: dict, name: str, source: str) -> Recording:
     auto = doc.get("auto") if isinstance(doc, dict) else None
     if not isinstance(auto, dict) or not isinstance(auto.get("candidates"), list):
         raise ConfigError(f"{name}: not an auto run's results.json (no auto.candidates)")

@@ -289,7 +289,8 @@ def replay(recording: Recording, log=lambda line: None) -> Replay:
     Match(board, policy, jobs, runner).play()
     summary = policy.summary()
     outcome = {n: {k: a[k] for k in ("status", "stopped_because", "best", "seconds", "epochs")} |
-               {"slices": len(a["slices"])} for n, a in summary["arms"].items()}
+               {"slices": len(a["slices"]), "starts": [sl["start"] for sl in a["slices"]]}
+               for n, a in summary["arms"].items()}
     return Replay(recording.name, board.best_entry.arm or board.best_entry.model,
                   board.best_entry.validation_macro_f1, recording.recorded.get("winner"), recording.arms_seconds,
                   clock.t - share.start, outcome, runner.unrecorded, time.perf_counter() - wall)
