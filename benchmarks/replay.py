@@ -38,7 +38,8 @@ def as_recorded(result, recorded: dict) -> tuple[int, int]:
 
 
 def row(rec, result) -> dict:
-    return {"stops_as_recorded": as_recorded(result, rec.recorded.get("arms") or {}), "set": rec.name, "recorded_winner": result.recorded_winner, "replayed_winner": result.winner,
+    return {"set": rec.name, "recorded_winner": result.recorded_winner, "replayed_winner": result.winner,
+            "stops_as_recorded": as_recorded(result, rec.recorded.get("arms") or {}),
             "replayed_validation": result.winner_validation, "same": result.same,
             "arms_seconds": round(result.arms_seconds, 1), "used_seconds": round(result.used_seconds, 1),
             "replay_seconds": round(result.wall_seconds, 3), "unrecorded": result.unrecorded, "arms": result.arms,
