@@ -272,6 +272,10 @@ class Share:
         """Whether what is left, and the cap of an arm that holds `held`, both hold a slice of `least`."""
         return min(self.left(), self.cap - held) >= least
 
+    def holds_alone(self, least: float) -> bool:
+        """Whether what is left holds a slice of `least` for an arm that trains alone (no cap: it leads)."""
+        return self.left() >= least
+
 
 def shown(seconds: float) -> str:
     """Seconds left as a log line says them: a rule's answer may be below zero, never what is said to be left."""
