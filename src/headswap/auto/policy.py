@@ -147,10 +147,9 @@ def admit(arms: Sequence[Arm], share: Share) -> Admission:
 
 
 def judged_first(arms: Sequence[Arm], seconds: float) -> list[Arm]:
-    """`arms` in the order given, those whose first judged epoch (JUDGE_EPOCHS) fits in `seconds` before those whose
-    does not (no arm blocks the rest): an arm admitted first runs alone unless a second fits beside it, and on a
-    German set at 15 minutes multilingual-e5-small's similarity arm, first in the prior's order, took all 4.4 minutes
-    the arms had for half of its 10.3-minute epoch, the 89-s cached partial never ran and TF-IDF shipped."""
+    """`arms` in the order given, those whose first judged epoch fits in `seconds` first: on a German set e5's
+    similarity arm, first in the prior's order and admitted alone, took all 4.4 minutes the arms had for half of its
+    10.3-minute epoch, and the 89-s cached partial never ran."""
     fits = [a.seconds_to(JUDGE_EPOCHS) <= seconds for a in arms]
     return [a for a, f in zip(arms, fits) if f] + [a for a, f in zip(arms, fits) if not f]
 
@@ -295,9 +294,8 @@ class Halving:
 
     def _lead(self) -> None:
         """The leader (rule 4): the best arm that may still train (one that was halved keeps its checkpoint and can);
-        failing those, one that was not admitted, where what a finished leader left holds its first slice (SMS spam
-        at 5 minutes: the one arm admitted finished its planned epochs with 46 s of the arms' 126 s unused); one
-        too dear for the 1/3 rule runs alone, so it takes what is left where that holds its first slice."""
+        failing those, one not admitted (or too dear for the cap: alone it leads) whose first slice what a finished
+        leader left holds (SMS spam at 5 minutes: the one arm admitted finished with 46 s of the arms' 126 s unused)."""
         self.phase = Phase.LEAD
         pick = [a for a in self.arms.values() if a.status == ArmStatus.RUNNING or a.kind in (
             Stop.HALVED, Stop.NOT_ADMITTED) and self.share.holds(a.least_slice, a.seconds)
