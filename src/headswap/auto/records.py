@@ -90,7 +90,7 @@ class Entry:
     members: list | None = None
     left_seconds: float | None = None       # what was left when the blend began
     priced_out: list | None = None          # candidates the time left could not pay to ship beside the winner
-    plan: Any = field(default=None, repr=False)     # the rung it ran (headswap.auto.ladder.Rung)
+    plan: Any = field(default=None, repr=False)     # the rung it ran (ladder.Rung); a blend's: its members'
 
     @property
     def label(self) -> str:
