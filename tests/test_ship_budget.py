@@ -10,12 +10,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data of auto's tests)
 
+import headswap.auto.climb
 import headswap.auto.ladder as ladder
+import headswap.auto.main
 import headswap.jobs.export
 from headswap.auto.budget import FINAL_MARGIN, Budget
 from headswap.auto.ladder import Costs, Rung
 from headswap.auto.records import Entry
+from headswap.auto.main import auto
 from headswap.auto.ship import Prices, ship
 
 FINISH = 2.0
@@ -109,3 +113,32 @@ def test_no_blend_is_tried_where_the_time_left_does_not_hold_shipping_the_winner
     why = prices.blend()
     assert why is not None and "shipping the winner alone takes about" in why
     assert budget.shipping["skipped"] == [{"step": "blend", "why": why}]
+
+
+def test_a_run_that_reaches_shipping_late_ships_its_winner_for_torch_and_ends_within_its_budget(world, monkeypatch):
+    """The whole command: the encoder wins, and shipping begins with 15 s of 600 left, under what its export, its
+    reload, the finish and the 12-s margin need. It is saved for torch, results.json says why, the budget holds."""
+    pytest.importorskip("onnxruntime")
+    import time
+
+    root, enc, _, data = world
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
+    exported, late = [], [0.0]
+    monkeypatch.setattr(headswap.jobs.export, "export", lambda *a, **kw: exported.append(a))
+    blend_winner = headswap.auto.main.blend_winner
+
+    def slow_until_shipping(best, entry, climb, *args, **kwargs):     # the run reaches shipping with 15 s left
+        late[0] += climb.budget.left() - 15.0
+        return blend_winner(best, entry, climb, *args, **kwargs)
+
+    monkeypatch.setattr(headswap.auto.main, "blend_winner", slow_until_shipping)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "late", progress=False,
+                   log=lambda _: None, more_epochs=False, blend=False, lr_search=False,
+                   clock=lambda: time.perf_counter() + late[0])
+    a = results["auto"]
+    assert exported == [] and a["exported"] is False and "for want of time" in a["not_exported_because"]
+    assert [s["step"] for s in a["shipping"]["skipped"]] == ["onnx export"]
+    assert a["winner"]["strategy"] == "encoder-mlp" and a["budget_used"] <= 1.0
+    saved = json.loads((root / "late" / "results.json").read_text())["auto"]["shipping"]["skipped"]
+    assert saved == a["shipping"]["skipped"]
