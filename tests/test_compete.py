@@ -409,3 +409,22 @@ def test_the_room_kept_to_ship_an_arm_that_was_not_admitted_goes_to_the_arms_tha
     assert set(runner.started) == {"enc · encoder-mlp · full"}, said
     assert any("goes to the 1 that were" in line for line in said), said
     assert 900.0 - 150.0 < clock.now <= 900.0 - 30.0, (clock.now, said)
+
+
+def test_an_arm_whose_epoch_outlasts_the_arms_share_does_not_run_before_one_that_can_be_judged():
+    """A German set at 15 minutes: the prior put e5's similarity arm first (an epoch of 10.3 min; the arms had 4.4)
+    and, admitted alone, it took all of them for half an epoch while the cheaper arm never ran. The arm that can
+    train a judged epoch runs first."""
+    class German(Costs):
+        def epoch_seconds(self, rung):
+            return 618.0 if rung.strategy == "similarity" else 84.0
+
+    clock = Clock()
+    clock.now = 900.0 - 264.0        # the cheap rungs have run: 4.4 minutes are left
+    dear, cheap = Rung("enc", "encoder", "similarity", "full", 1), Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    entries = [row("similarity", "full"), row("encoder-mlp", "full")]
+    runner = Runner(clock, {"enc · similarity · full": [0.70] * 9, "enc · encoder-mlp · full": [0.74] * 9})
+    climb = climb_for(clock, costs=German())
+    compete(climb, arms_of(climb, [(dear, {}, entries[0]), (cheap, {}, entries[1])]), folder="unused", runner=runner)
+    assert runner.started[0] == "enc · encoder-mlp · full", runner.started
+    assert climb.best_entry is entries[1]

@@ -312,3 +312,44 @@ def test_admission_is_decided_before_the_policy_is_built_and_changes_no_arm():
     policy = Halving(group, budget.share(400.0))
     assert policy.queue == small.queue and policy.target == pytest.approx(small.target)
     assert policy.arms["full"].kind == "not admitted" and policy.arms["full"].why == small.refused["full"][1]
+
+
+def test_an_arm_whose_first_judged_epoch_exceeds_the_arms_share_does_not_block_a_cheaper_one():
+    """A German set at 15 minutes: the prior put multilingual-e5-small's similarity arm first (one epoch 10.3 min,
+    where the arms had 4.4); admitted alone it took all of them for half an epoch, and the cached partial (89 s to
+    its first judged epoch) never ran. The cheaper arm runs first, and what it leaves goes to the dear one."""
+    clock = Clock()
+    german = [Arm("e5 similarity", 600.0, 18.0), Arm("e5 cached", 60.0, 20.0, once_seconds=9.0)]
+    assert [a.seconds_to(1.0) for a in german] == [618.0, 89.0]
+    policy = halving(german, 264.0, clock, cap_seconds=900.0)
+    assert policy.queue == ["e5 cached"] and policy.arms["e5 similarity"].kind == "not admitted"
+    first = policy.ask()
+    assert [s.arm for s in first] == ["e5 cached"]
+    clock.now += 90.0
+    policy.tell("e5 cached", [(clock.now, 0.74)], finished=True, progress=1.0, train_seconds=61.0)
+    # 174 s are left: the similarity arm's least slice (168 s) fits, so it gets them rather than their going unused
+    nxt = policy.ask()
+    assert [s.arm for s in nxt] == ["e5 similarity"] and nxt[0].seconds == pytest.approx(174.0)
+    clock.now += nxt[0].seconds
+    policy.tell("e5 similarity", [(clock.now, 0.70)])
+    assert policy.ask() == [] and policy.best().name == "e5 cached"
+    assert sum(a.seconds for a in policy.arms.values()) == pytest.approx(264.0)
+
+
+def test_where_no_arm_reaches_a_judged_epoch_the_order_given_stands():
+    """Judged-first reorders only where a cheaper arm can be judged: two arms neither of which reaches an epoch in
+    the share keep the prior's order."""
+    both = [Arm("dear", 600.0, 18.0), Arm("less dear", 400.0, 20.0)]
+    assert halving(both, 264.0, Clock(), cap_seconds=900.0).queue == ["dear"]
+
+
+def test_what_a_plateaued_leader_leaves_goes_to_an_arm_too_dear_for_the_cap_where_it_fits_alone():
+    """An arm whose least slice is over a third of the budget is not admitted beside another; once the leader has
+    plateaued and it is the only arm left, it runs alone on what is left where that holds its least slice."""
+    clock = Clock()
+    policy = halving([Arm("cheap", 20.0, 5.0), Arm("dear", 600.0, 200.0)], 900.0, clock, cap_seconds=900.0)
+    assert policy.queue == ["cheap"] and policy.arms["dear"].kind == "too dear"
+    play(policy, clock, lambda a, t: 0.8 if a == "cheap" else 0.6 + t / 1e4)
+    cheap, dear = policy.arms["cheap"], policy.arms["dear"]
+    assert cheap.kind == "plateau" and dear.slices and dear.slices[0].phase is Phase.LEAD
+    assert clock.now - 500.0 == pytest.approx(900.0, rel=0.01)

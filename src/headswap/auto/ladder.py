@@ -182,14 +182,27 @@ class Costs:
         return self.forward_pass(rung) * ((blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0)
 
     def reserve(self, rung: Rung) -> float:
-        """What must stay free for the rung to be shipped if it wins (or joins a blend): loading it, scoring test,
-        saving/exporting. Blending needs no pass over validation: each candidate kept its probabilities there."""
+        """What must stay free for the rung to be shipped if it wins (or joins a blend): saving/exporting it, then
+        loading it back and scoring test. Blending needs no pass over validation: each candidate kept its
+        probabilities there."""
+        return self.save_seconds(rung) + self.reload_seconds(rung)
+
+    def _load(self, rung: Rung) -> float:
         p = self.probe(rung)
-        load = p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
+        return p["load_seconds"] - p.get("distill_seconds", 0.0)    # static's table is cached once distilled
+
+    def save_seconds(self, rung: Rung) -> float:
+        """Saving the rung's model, and exporting it to ONNX where its strategy can be: from the load its probe
+        measured (the export is the optional part ship.Prices asks the budget about)."""
+        load = self._load(rung)
         ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
         if get(rung.strategy).exportable and rung.kind == "encoder" and rung.tier != "static":   # traced by block
             ship = max(ship, EXPORT_SECONDS + EXPORT_SECONDS_PER_BLOCK * _blocks(rung.model))
-        return load + 1.5 * self.n_test * p["inference_seconds_per_text"] + ship
+        return ship
+
+    def reload_seconds(self, rung: Rung) -> float:
+        """Loading the saved model back and scoring it on test, from its probe's measured load and inference."""
+        return self._load(rung) + 1.5 * self.n_test * self.probe(rung)["inference_seconds_per_text"]
 
     def learn(self, rung: Rung, estimated: float, measured: float) -> None:
         """Correct the model's later estimates by what this run took against its estimate (bounded: one noisy

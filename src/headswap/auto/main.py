@@ -42,7 +42,7 @@ from headswap.auto.budget import (Budget, baseline_seconds, check_budget, check_
 from headswap.auto.data import Data, data_warnings, read_data
 from headswap.auto.records import Entry, Status
 from headswap.auto.results import begin_results, scored_rows, write_report
-from headswap.auto.ship import blend_winner, ship
+from headswap.auto.ship import Prices, blend_winner, ship
 from headswap.errors import ConfigError, ModelNotAvailable
 from headswap.reports.report_text import duration
 from headswap.trials import DEFAULT_MODELS
@@ -128,8 +128,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     candidates: list[Entry] = []      # one per (model, strategy, regime): what auto knew, did and measured
     results = _begin(run, args, command, fits, unavailable, skipped, len(ladder), candidates)
     baseline = _baseline(run, candidates)
-    best, best_entry = _pick(run, ladder, fits, baseline, candidates, results["auto"], kept)
-    target, shipped = _ship(run, best, best_entry, baseline, results["auto"])
+    best, best_entry, prices = _pick(run, ladder, fits, baseline, candidates, results["auto"], kept)
+    target, shipped = _ship(run, best, best_entry, baseline, results["auto"], prices)
     del best       # (the shipped model, loaded back, is what test scores)
     gc.collect()
     results["rows"] += scored_rows(((baseline, candidates[0], True), (shipped, best_entry, False)), data.test,
@@ -213,9 +213,10 @@ def _baseline(run: Run, candidates: list[Entry]):
 
 def _pick(run: Run, ladder: list, fits: dict, baseline, candidates: list[Entry], summary: dict,
           kept: list | None = None) -> tuple:
-    """(classifier, entry) to ship, picked on validation: the cheap rungs and the fine-tuning arms (_climb), then the
-    best candidates and the baseline blended where validation's held-out folds say it pays, and its decisions
-    leaned toward the rarer classes where they say so (headswap.auto.ship)."""
+    """(classifier, entry, what shipping it costs) to ship, picked on validation: the cheap rungs and the fine-tuning
+    arms (_climb), then the best candidates and the baseline blended where validation's held-out folds say it pays
+    and the time left holds it, and its decisions leaned toward the rarer classes where they say so
+    (headswap.auto.ship)."""
     climb, runner = _climb(run, fits, baseline, candidates[0], summary, any(r.fine_tuning for r in ladder))
     _search(run, climb, ladder, runner)
     candidates.extend(climb.entries)
@@ -225,11 +226,14 @@ def _pick(run: Run, ladder: list, fits: dict, baseline, candidates: list[Entry],
     best, best_entry = climb.best, climb.best_entry
     run.budget.begin_shipping()      # what is left and kept for it; end_shipping() adds what it took
     if best is not baseline:
+        late = Prices.of(best, best_entry, run.budget, climb.costs).blend() if run.blend else None
+        if late is not None:
+            run.log(f"  blend not tried: {late}")
         best, best_entry = blend_winner(best, best_entry, climb, baseline, run.data.validation, candidates, run.log,
-                                        run.data.train.labels, summary, run.blend)
+                                        run.data.train.labels, summary, run.blend and late is None)
     if climb.halving:
         summary["halving"] = climb.halving
-    return best, best_entry
+    return best, best_entry, Prices.of(best, best_entry, run.budget, climb.costs)
 
 
 def _climb(run: Run, fits: dict, baseline, baseline_entry: Entry, summary: dict, fine: bool) -> tuple:
@@ -277,16 +281,17 @@ def _search(run: Run, climb, ladder: list, runner) -> None:
         compete(climb, prepared, more_epochs=run.more_epochs, folder=run.out / ".arms", runner=runner)
 
 
-def _ship(run: Run, best, best_entry: Entry, baseline, summary: dict) -> tuple:
-    """Ship the winner to OUT/model, exported to ONNX when it can be (headswap.auto.ship): (its folder, the model to
-    score on test: loaded back as shipped, the baseline itself, or None without a test split)."""
+def _ship(run: Run, best, best_entry: Entry, baseline, summary: dict, prices: Prices | None = None) -> tuple:
+    """Ship the winner to OUT/model, exported to ONNX when it can be and `prices` say the time left holds it
+    (headswap.auto.ship): (its folder, the model to score on test: loaded back as shipped, the baseline itself, or
+    None without a test split)."""
     best_entry.winner, row = True, best_entry.to_dict()
     summary["winner"] = {k: row[k] for k in ("model_name", "strategy", "regime", "rung", "head", "tuned", "balance",
                                              "validation_macro_f1") if k in row}
     tuned = "".join(f" · {k} {v:g}" for k, v in (best_entry.tuned or {}).items())
     run.log(f"winner on validation: {best_entry.model_name} · {best_entry.strategy} · {best_entry.regime}"
             f"{tuned} (macro F1 {best_entry.validation_macro_f1:.4f})")
-    target, not_exported = ship(best, run.out, run.quantize, run.log)
+    target, not_exported = ship(best, run.out, run.quantize, run.log, prices)
     summary.update(model_dir=str(target), exported=not_exported is None, shipping=run.budget.shipping,
                    **({"not_exported_because": not_exported} if not_exported else {}))
     if run.data.test is None:

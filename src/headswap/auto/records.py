@@ -89,9 +89,9 @@ class Entry:
     alone_out_of_fold_macro_f1: float | None = UNSET
     members: list | None = None
     left_seconds: float | None = None       # what was left when the blend began
-    priced_out: list | None = None
-    baseline_search: dict | None = None     # the TF-IDF baseline's: what was tried, and won (headswap.baseline.search)          # candidates the time left could not pay to ship beside the winner
-    plan: Any = field(default=None, repr=False)     # the rung it ran (headswap.auto.ladder.Rung)
+    priced_out: list | None = None          # candidates the time left could not pay to ship beside the winner
+    baseline_search: dict | None = None     # the TF-IDF baseline's: what was tried, and won (headswap.baseline.search)
+    plan: Any = field(default=None, repr=False)     # the rung it ran (ladder.Rung); a blend's: its members'
 
     @property
     def label(self) -> str:

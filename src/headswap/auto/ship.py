@@ -7,26 +7,84 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from headswap.auto.budget import Budget, shown
 from headswap.auto.records import Entry, Status
 from headswap.reports.report_text import duration
 from headswap.saved import model_dir
 from headswap.errors import HeadswapError
 
+if TYPE_CHECKING:
+    from headswap.auto.ladder import Costs
 
-def ship(winner, out: Path, quantize: str, log) -> tuple[Path, str | None]:
-    """Save the winner as OUT/model (exported to ONNX when it can be); returns (path, why not exported).
-    OUT/model is swapped in whole (model_dir.save_into): files a user put there are kept."""
+
+@dataclass
+class Prices:
+    """Shipping's optional steps (the blend, each ONNX export) priced from what the run measured: Costs.save_seconds
+    and reload_seconds of each shipped model's rung, from the load and inference its probe timed. Each step asks the
+    budget before it starts; one that does not fit is skipped, said in the log and in results.json's
+    auto.shipping.skipped, and what the run has ships."""
+    budget: Budget
+    costs: Costs | None = None
+    rungs: dict = field(default_factory=dict)      # id(model) -> the rung it ran, for each model priced
+
+    @classmethod
+    def of(cls, best, entry: Entry, budget: Budget, costs: Costs | None) -> Prices:
+        """The prices of shipping `best` (a Blend: its members; its entry's plan holds their rungs in order)."""
+        from headswap.baseline.blend import Blend
+
+        blend = isinstance(best, Blend)
+        pairs = zip([m for m, _ in best.members_], entry.plan or ()) if blend else [(best, entry.plan)]
+        return cls(budget, costs, {id(m): r for m, r in pairs if r is not None and costs is not None
+                                   and costs.probe(r) is not None})
+
+    def reload(self) -> float:
+        """Loading every priced model back and scoring test: what follows any export."""
+        return sum(self.costs.reload_seconds(r) for r in self.rungs.values())
+
+    def shipping(self) -> float:
+        """Saving (and exporting) and reloading every priced model: shipping them as they are."""
+        return sum(self.costs.save_seconds(r) for r in self.rungs.values()) + self.reload()
+
+    def blend(self) -> str | None:
+        """Why no blend is tried (None: it may be): it adds members to ship, and is tried only while what is left
+        holds shipping the winner alone."""
+        if not self.rungs or self.budget.affords(self.shipping()):
+            return None
+        return self._skip("blend", f"shipping the winner alone takes about {duration(self.shipping())}, and "
+                                   f"{shown(self.budget.left())} are left besides the finish")
+
+    def export(self, model) -> str | None:
+        """Why `model` is not exported to ONNX for want of time (None: its export fits, or nothing prices it)."""
+        rung = self.rungs.get(id(model))
+        if rung is None or self.budget.affords(self.costs.save_seconds(rung), self.reload()):
+            return None
+        return self._skip("onnx export", f"not exported to ONNX for want of time: exporting it takes about "
+                                         f"{duration(self.costs.save_seconds(rung))} and loading it back and scoring "
+                                         f"test {duration(self.reload())}, and {shown(self.budget.left())} are left "
+                                         f"besides the finish")
+
+    def _skip(self, step: str, why: str) -> str:
+        self.budget.skip_shipping(step, why)
+        return why
+
+
+def ship(winner, out: Path, quantize: str, log, prices: Prices | None = None) -> tuple[Path, str | None]:
+    """Save the winner as OUT/model (exported to ONNX when it can be, and `prices` say the time left pays for it);
+    returns (path, why not exported). OUT/model is swapped in whole (model_dir.save_into): files a user put there
+    are kept."""
     why = []
     target = model_dir.save_into(out / "model", lambda folder: why.append(_write_winner(winner, folder, quantize,
-                                                                                          log)))
+                                                                                          log, prices)))
     return target, why[0]
 
 
-def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
+def _write_winner(winner, folder: Path, quantize: str, log, prices: Prices | None = None) -> str | None:
     """Write the winner into the new, empty `folder`; returns why it was not exported (None when it was)."""
     from headswap.baseline.blend import Blend
     from headswap.baseline.tfidf import TfidfClassifier
@@ -34,7 +92,7 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     if isinstance(winner, Blend):     # each neural member is exported as it would be alone
         why = []
         winner.save(folder, save_member=lambda model, into: model.save(into) if isinstance(model, TfidfClassifier)
-                    else why.append(_write_winner(model, into, quantize, log)))
+                    else why.append(_write_winner(model, into, quantize, log, prices)))
         return next((w for w in why if w is not None), None)
     if isinstance(winner, TfidfClassifier):
         winner.save(folder)
@@ -48,6 +106,11 @@ def _write_winner(winner, folder: Path, quantize: str, log) -> str | None:
     except HeadswapError as e:
         winner.save(folder)
         return str(e)
+    late = prices.export(winner) if prices is not None else None
+    if late is not None:      # the run would overrun: it ships what it has, saved for torch
+        log(f"  {late}; saved for torch")
+        winner.save(folder)
+        return late
     from headswap.jobs.export import export
 
     staging = Path(tempfile.mkdtemp(prefix=".model-torch-", dir=folder.parent))
@@ -194,6 +257,7 @@ def _blend(offered: list, weights: list, row: Entry):
     from headswap.baseline.blend import Blend
 
     members = [(c.model, w) for c, w in zip(offered, weights) if w > 0]
+    row.plan = tuple(c.entry.plan for c, w in zip(offered, weights) if w > 0)    # Prices.of reads them in order
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
             clean_for_shipping(m)

@@ -1,0 +1,144 @@
+"""Shipping within the budget (headswap.auto.ship.Prices): the blend and each ONNX export are priced from what the
+run measured (the probe's load and inference times of the shipped model's rung) and asked of the Budget before they
+start; one the time left cannot hold is skipped, said in auto.shipping.skipped, and the run ends within its budget.
+A fake clock stands for the seconds each step takes; the model is a small object with a real save()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data of auto's tests)
+
+import headswap.auto.climb
+import headswap.auto.ladder as ladder
+import headswap.auto.main
+import headswap.jobs.export
+from headswap.auto.budget import FINAL_MARGIN, Budget
+from headswap.auto.ladder import Costs, Rung
+from headswap.auto.records import Entry
+from headswap.auto.main import auto
+from headswap.auto.ship import Prices, ship
+
+FINISH = 2.0
+SAVE, EXPORT = 1.0, 30.0       # what saving and exporting the winner take on the fake clock
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class Encoder:
+    """A winner that can be exported (an encoder under an exportable strategy): saving it takes SAVE seconds."""
+    strategy = "encoder-mlp"
+    strategy_ = SimpleNamespace(exportable=True)
+    model_spec_ = SimpleNamespace(kind="encoder")
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+
+    def save(self, folder) -> None:
+        self.clock.now += SAVE
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "config.json").write_text(json.dumps({"strategy": self.strategy}))
+
+
+@pytest.fixture
+def priced(monkeypatch):
+    """(clock, budget of 100 s, the winner, its entry, the run's costs): the winner's rung probed at a 2-s load and
+    10 ms a text, a 12-block encoder: saving and exporting it 12 s, loading it back and scoring 10 test texts 2.15 s."""
+    clock = Clock()
+    budget = Budget(100.0, clock, clock(), finish=FINISH)
+    monkeypatch.setattr(ladder, "_blocks", lambda model: 12)
+    costs = Costs(n_train=100, n_validation=20, n_test=10, batch_size=16)
+    rung = Rung("enc", "encoder", "encoder-mlp", "full", 1)
+    costs.probes[rung.cost_key] = {"load_seconds": 2.0, "inference_seconds_per_text": 0.01, "train_batch_seconds": 0.1}
+    entry = Entry("enc", "enc", "encoder-mlp", "full", "full", plan=rung)
+    exported = []
+
+    def export(source, folder, quantize):
+        clock.now += EXPORT
+        exported.append(folder)
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        return {"quantize": quantize, "check": {"max_abs_logit_diff": 0.0}}
+
+    monkeypatch.setattr(headswap.jobs.export, "export", export)
+    assert costs.save_seconds(rung) == pytest.approx(12.0) and costs.reload_seconds(rung) == pytest.approx(2.15)
+    return clock, budget, Encoder(clock), entry, costs, exported
+
+
+def test_an_export_the_time_left_cannot_hold_is_skipped_and_the_run_ends_within_its_budget(priced, tmp_path):
+    clock, budget, winner, entry, costs, exported = priced
+    clock.now += 85.0         # 15 s left: the export (12 s), reloading (2.15 s), the finish and margin need 18.2
+    budget.begin_shipping()
+    lines = []
+    target, why = ship(winner, tmp_path, "none", lines.append, Prices.of(winner, entry, budget, costs))
+    assert exported == [] and why.startswith("not exported to ONNX for want of time")
+    assert (target / "config.json").is_file()           # saved for torch: what the run has ships
+    assert budget.shipping["skipped"] == [{"step": "onnx export", "why": why}]
+    assert any("saved for torch" in line for line in lines)
+    clock.now += costs.reload_seconds(entry.plan) + FINISH      # loading it back, scoring test, the report
+    spent, share = budget.elapsed()
+    assert share <= 1.0 - FINAL_MARGIN + 1e-9, spent
+
+
+def test_an_export_the_time_left_holds_runs(priced, tmp_path):
+    clock, budget, winner, entry, costs, exported = priced
+    clock.now += 50.0
+    target, why = ship(winner, tmp_path, "none", lambda _: None, Prices.of(winner, entry, budget, costs))
+    assert why is None and exported and budget.shipping is None     # nothing skipped, nothing recorded
+    assert budget.elapsed()[1] <= 1.0
+
+
+def test_unpriced_shipping_exports_as_before(priced, tmp_path):
+    """A winner whose rung nothing measured (no probe) is not priced: its export is not refused on a guess."""
+    clock, budget, winner, entry, costs, exported = priced
+    clock.now += 85.0
+    ship(winner, tmp_path, "none", lambda _: None, Prices.of(winner, Entry("x", "x", "s", "r", "t"), budget, costs))
+    assert exported
+
+
+def test_no_blend_is_tried_where_the_time_left_does_not_hold_shipping_the_winner_alone(priced):
+    clock, budget, winner, entry, costs, _ = priced
+    prices = Prices.of(winner, entry, budget, costs)
+    clock.now += 50.0
+    assert prices.blend() is None and budget.shipping is None
+    clock.now += 35.0          # 15 s left; shipping the winner alone takes 14.15, the finish and margin 4
+    why = prices.blend()
+    assert why is not None and "shipping the winner alone takes about" in why
+    assert budget.shipping["skipped"] == [{"step": "blend", "why": why}]
+
+
+def test_a_run_that_reaches_shipping_late_ships_its_winner_for_torch_and_ends_within_its_budget(world, monkeypatch):
+    """The whole command: the encoder wins, and shipping begins with 15 s of 600 left, under what its export, its
+    reload, the finish and the 12-s margin need. It is saved for torch, results.json says why, the budget holds."""
+    pytest.importorskip("onnxruntime")
+    import time
+
+    root, enc, _, data = world
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) + 1.0)   # the encoder wins
+    exported, late = [], [0.0]
+    monkeypatch.setattr(headswap.jobs.export, "export", lambda *a, **kw: exported.append(a))
+    blend_winner = headswap.auto.main.blend_winner
+
+    def slow_until_shipping(best, entry, climb, *args, **kwargs):     # the run reaches shipping with 15 s left
+        late[0] += climb.budget.left() - 15.0
+        return blend_winner(best, entry, climb, *args, **kwargs)
+
+    monkeypatch.setattr(headswap.auto.main, "blend_winner", slow_until_shipping)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "late", progress=False,
+                   log=lambda _: None, more_epochs=False, blend=False, lr_search=False,
+                   clock=lambda: time.perf_counter() + late[0])
+    a = results["auto"]
+    assert exported == [] and a["exported"] is False and "for want of time" in a["not_exported_because"]
+    assert [s["step"] for s in a["shipping"]["skipped"]] == ["onnx export"]
+    assert a["winner"]["strategy"] == "encoder-mlp" and a["budget_used"] <= 1.0
+    saved = json.loads((root / "late" / "results.json").read_text())["auto"]["shipping"]["skipped"]
+    assert saved == a["shipping"]["skipped"]
