@@ -375,7 +375,7 @@ def test_too_few_out_of_scope_validation_texts_for_a_recall_target_are_said_once
     import logging
     import types
 
-    from headswap.auto.main import _data_warnings
+    from headswap.auto.data import Data, data_warnings
     from headswap.classifier.reject_option import few_out_of_scope_note
     from headswap.data.once import _warned
 
@@ -391,7 +391,7 @@ def test_too_few_out_of_scope_validation_texts_for_a_recall_target_are_said_once
     assert len(said) == 1 and said[0].startswith("validation holds 3 out-of-scope texts ('oos')"), said
     assert said[0] in clf.notes_
     split = types.SimpleNamespace
+    data = Data(split(labels=LABELS), split(labels=VAL_LABELS), None, {})
     settings = {"out_of_scope": "oos", "reject_metric": "oos_recall", "reject_target": 0.8}
-    assert _data_warnings(split(labels=LABELS), split(labels=VAL_LABELS), settings) == said
-    assert _data_warnings(split(labels=LABELS), split(labels=VAL_LABELS),
-                          {**settings, "reject_metric": "in_scope_accuracy"}) == []
+    assert data_warnings(data, settings) == said
+    assert data_warnings(data, {**settings, "reject_metric": "in_scope_accuracy"}) == []
