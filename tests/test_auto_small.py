@@ -102,4 +102,4 @@ def test_a_probe_guessed_over_its_share_is_not_started(world, monkeypatch):
     entry = entry_for(rung)
     assert climb.budget.spare() > 2 * PROBE_GUESS["encoder"]
     assert climb.probe(rung, entry) is False
-    assert calls == [] and entry.reason.startswith("not timed"), entry
+    assert calls == [] and entry.reason.startswith("not timed") and "a tenth of the budget" in entry.reason, entry

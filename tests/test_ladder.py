@@ -139,7 +139,8 @@ def test_a_rung_that_does_not_fit_is_skipped_with_its_reason(world, tmp_path, mo
     _, enc, cau, data = world
     monkeypatch.setattr(Costs, "estimate", lambda self, rung, epochs=None: 1e5 if rung.tier == "frozen" else 1.0)
     monkeypatch.setattr(Costs, "epoch_seconds", lambda self, rung: 1e5)
-    results = auto(data, 30, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=tmp_path, progress=False,
+    # 100 s: a probe may take a tenth (an encoder's is guessed at 10 s)
+    results = auto(data, 100, models=[enc, cau], strategies="encoder-mlp,slm-logits", out=tmp_path, progress=False,
                    log=lambda _: None, lr_search=False, more_epochs=False)
     by_rung = {(c["model_name"], c["tier"], c.get("rung")): c for c in results["auto"]["candidates"][1:]}
     frozen = by_rung[("tiny-enc", "frozen", "logistic head")]

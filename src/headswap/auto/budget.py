@@ -155,8 +155,12 @@ class Budget:
         and encoding the probe's texts cannot be cut short: a probe starts only where twice its guess is left to
         spend and its guess is within PROBE_SHARE of the budget, and may take a quarter of what is left to spend,
         that share, and no more than `most`."""
-        spare, share = self.spare(), PROBE_SHARE * self.seconds
+        spare, share = self.spare(), self.probe_share()
         return spare, (None if spare < 2 * guess or guess > share else min(spare / 4, share, most))
+
+    def probe_share(self) -> float:
+        """The most one timing probe may take: PROBE_SHARE of the budget."""
+        return PROBE_SHARE * self.seconds
 
     def next_guess(self, guess: float, spare: float) -> float:
         """A probe stopped as too slow: the next probe of its model is guessed to take what this one did (the spare

@@ -126,7 +126,10 @@ class Climb:
         # A probe that does not finish in its limit is stopped between steps and says the rung is too dear.
         spare, limit = self.budget.probe_room(guess, most)
         if limit is None:
-            self.skip(entry, f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
+            share = self.budget.probe_share()
+            self.skip(entry, f"not timed: timing it takes about {duration(guess)}, over the {duration(share)} a probe "
+                             f"may take (a tenth of the budget)" if guess > share else
+                             f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
             return False
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
         # cost is encoding its texts (256 of them at four batches: 15 s of a 60 s budget on 2 loaded cores), and a
