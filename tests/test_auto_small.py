@@ -103,3 +103,13 @@ def test_a_probe_guessed_over_its_share_is_not_started(world, monkeypatch):
     assert climb.budget.spare() > 2 * PROBE_GUESS["encoder"]
     assert climb.probe(rung, entry) is False
     assert calls == [] and entry.reason.startswith("not timed") and "a tenth of the budget" in entry.reason, entry
+
+
+def test_what_a_probe_took_counts_against_its_rung():
+    """A rung the prior never saw pay may take a tenth of the budget, its probe's seconds included."""
+    from headswap.auto.budget import Budget
+
+    clock = FakeClock()
+    budget = Budget(900.0, clock, clock())
+    assert budget.unproven_most(500.0, 0.10) == pytest.approx(90.0)
+    assert budget.unproven_most(500.0, 0.10, probed=30.0) == pytest.approx(60.0)

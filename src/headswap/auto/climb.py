@@ -171,11 +171,11 @@ class Climb:
         models in the prior's order."""
         self.budget.begin_cheap_tier()
         first = [r for r in ladder if r.tier == "frozen" and self.costs.tried(r) and r.model not in self.misfit]
-        group = {}
-        for r in first:
+        rank = {}       # a model's heads: the prior's order of its best placed head, then the ladder's
+        for i, r in enumerate(first):
             key = (r.model, r.strategy)
-            group[key] = min(group.get(key, (self._order(r), len(group))), (self._order(r), len(group)))
-        for rung in sorted(first, key=lambda r: (group[(r.model, r.strategy)], r.head_fit != "logistic")):
+            rank[key] = min(rank.get(key, (self._order(r), i)), (self._order(r), i))
+        for rung in sorted(first, key=lambda r: (rank[(r.model, r.strategy)], r.head_fit != "logistic")):
             self.done.add(id(rung))
             self.run(rung)
 
