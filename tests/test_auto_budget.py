@@ -17,7 +17,7 @@ import headswap.auto.climb
 import headswap.trials.measure
 from cli_run import invoke
 from headswap.auto.main import auto
-from headswap.auto.budget import FINAL_MARGIN, Budget, baseline_seconds, end_line, process_age
+from headswap.auto.budget import FINAL_MARGIN, PROBE_SHARE, Budget, baseline_seconds, end_line, process_age
 from headswap.auto.climb import Climb, entry_for
 from headswap.auto.records import Entry, Status
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder
@@ -68,8 +68,9 @@ def test_a_probe_that_could_overrun_what_is_left_is_not_started(world, monkeypat
 
 
 def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeypatch):
-    """On the fake clock the probe takes its whole limit and is too slow: the time it took stays within what was
-    left, and it becomes the guess for that model's next probe."""
+    """On the fake clock the probe takes its whole limit (a quarter of what is left, or its share of the budget
+    where that is less) and is too slow: the time it took stays within what was left, and it becomes the guess for
+    that model's next probe."""
     _, enc, _, _ = world
     clock = FakeClock()
     seen = []
@@ -86,10 +87,10 @@ def test_a_probe_is_bounded_by_a_quarter_of_what_is_left_to_spend(world, monkeyp
     assert spare == pytest.approx(200.0 - 5.0 - 7.0 - FINAL_MARGIN * 200.0)
     entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
-    assert seen == [pytest.approx(spare / 4)]
+    assert seen == [pytest.approx(min(spare / 4, PROBE_SHARE * 200.0))]
     assert entry.status == "skipped" and entry.reason.startswith("too slow for the")
     assert climb.budget.left() >= 5.0 + 7.0
-    assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], spare / 4))
+    assert climb.probe_seconds[enc] == pytest.approx(max(PROBE_GUESS["encoder"], seen[0]))
 
 
 def test_a_probe_past_its_limit_is_cut_between_steps(world, monkeypatch):
@@ -127,8 +128,9 @@ def test_an_overrunning_probe_keeps_the_run_within_its_budget(world, tmp_path, m
         raise ProbeTooSlow(f"timing 8 training batches took over {time_limit:.0f} s")
 
     monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
+    # Fine-tuning only: the frozen rungs on these few texts would be tried without a probe (tests/test_auto_small.py)
     results = auto(data, 120, models=[enc], strategies="encoder-mlp", out=tmp_path, progress=False,
-                   log=lambda _: None, clock=clock, started=clock() - 5.0)
+                   log=lambda _: None, clock=clock, started=clock() - 5.0, regime="full")
     a = results["auto"]
     assert a["elapsed_seconds"] <= 120
     assert a["winner"]["model_name"] == "tfidf"

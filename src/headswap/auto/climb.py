@@ -90,6 +90,8 @@ class Climb:
         # start from
         self.heads: dict[tuple[str, str], list] = {}
         self.load_seen: dict[str, float] = {}       # each model's load time, as its first probe measured it
+        self.done: set[int] = set()       # rungs (by id) run_tried ran
+        self.unpaid: dict[tuple, float] = {}        # probes' seconds by cost key, not yet counted against a rung
         self.pool: list[Candidate] = []    # the POOL best on validation, best first
 
     def keep(self, entry: Entry, model, proba, picked_from: list | None = None) -> None:
@@ -124,7 +126,10 @@ class Climb:
         # A probe that does not finish in its limit is stopped between steps and says the rung is too dear.
         spare, limit = self.budget.probe_room(guess, most)
         if limit is None:
-            self.skip(entry, f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
+            share = self.budget.probe_share()
+            self.skip(entry, f"not timed: timing it takes about {duration(guess)}, over the {duration(share)} a probe "
+                             f"may take (a tenth of the budget)" if guess > share else
+                             f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
             return False
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's
         # cost is encoding its texts (256 of them at four batches: 15 s of a 60 s budget on 2 loaded cores), and a
@@ -143,23 +148,49 @@ class Climb:
             self.log(f"  {entry.label}: failed while timing a few batches: {entry.error}")
             return False
         self.costs.probes[rung.cost_key] = probe
+        self.unpaid[rung.cost_key] = probe["probe_seconds"]
         self.probe_seconds[rung.model] = probe["probe_seconds"]
         self.load_seen[rung.model] = probe["load_seconds"] - probe.get("distill_seconds", 0.0)
         gc.collect()
         return True
 
+    def timed(self, rung: Rung, entry: Entry) -> bool:
+        """Whether the rung has an estimate: a frozen rung on so few texts that trying it costs about what timing it
+        would (Costs.tried) is priced from its probe's guess and tried; any other is probed (or was)."""
+        if not self.costs.tried(rung):
+            return self.probe(rung, entry)
+        self.costs.guess(rung, self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0)),
+                         self.load_seen.get(rung.model))
+        return True
+
+    def run_tried(self, ladder: list[Rung]) -> None:
+        """The frozen rungs tried without a probe (Costs.tried) on models whose vocabulary fits, before anything else is
+        timed: each costs about what its probe would, so the fine-tuning arms' probes and the dearer rungs' are paid
+        from what these leave, not the other way round (the README's one-minute run timed MiniLM's arms, then had no
+        time for its frozen heads). A model's heads together (the first encodes, the rest reuse it), logistic first,
+        models in the prior's order."""
+        self.budget.begin_cheap_tier()
+        first = [r for r in ladder if r.tier == "frozen" and self.costs.tried(r) and r.model not in self.misfit]
+        rank = {}       # a model's heads: the prior's order of its best placed head, then the ladder's
+        for i, r in enumerate(first):
+            key = (r.model, r.strategy)
+            rank[key] = min(rank.get(key, (self._order(r), i)), (self._order(r), i))
+        for rung in sorted(first, key=lambda r: (rank[(r.model, r.strategy)], r.head_fit != "logistic")):
+            self.done.add(id(rung))
+            self.run(rung)
+
     def run_all(self, ladder: list[Rung], arms: ArmsRoom | None = None) -> None:
         """The cheap rungs (static, the encoders' frozen heads) timed first and run cheapest first, then the rest
-        (the causal models' frozen heads) in ladder order. Fine-tuning rungs are headswap.auto.arms;
-        `arms`, where one of them can run, leaves them their room."""
-        cheap = [r for r in ladder if r.tier in ("static", "frozen")]
+        (the causal models' frozen heads) in ladder order, leaving out those run_tried ran. Fine-tuning rungs are
+        headswap.auto.arms; `arms`, where one of them can run, leaves them their room."""
+        cheap = [r for r in ladder if r.tier in ("static", "frozen") and id(r) not in self.done]
         self.budget.begin_cheap_tier()
         ready = []
         for rung in cheap:
             entry = entry_for(rung)
             if self._dropped(rung, entry):
                 self.entries.append(entry)
-            elif self.budget.spare() > 0 and self.probe(rung, entry):
+            elif self.budget.spare() > 0 and self.timed(rung, entry):
                 ready.append((self.costs.estimate(rung), rung))
             else:
                 self.entries.append(entry)
@@ -177,7 +208,7 @@ class Climb:
         for _, rung in sorted(ready, key=lambda e: (e[1].model in self.misfit, proven[(e[1].model, e[1].strategy)],
                                                     first[(e[1].model, e[1].strategy)], e[1].head_fit != "logistic")):
             self.run(rung, arms)
-        for rung in (r for r in ladder if r.tier not in ("static", "frozen")):
+        for rung in (r for r in ladder if r.tier not in ("static", "frozen") and id(r) not in self.done):
             self.run(rung, arms)
 
     def _order(self, rung: Rung) -> tuple:
@@ -206,7 +237,7 @@ class Climb:
             return
         if self.budget.spare() <= 0:
             return self.skip(entry, "the budget was spent before this rung")
-        if not self.probe(rung, entry):
+        if not self.timed(rung, entry):
             return
         c, later = self.costs, arms is not None
         est, room = c.estimate(rung), self.budget.room(c.reserve(rung))
@@ -223,8 +254,8 @@ class Climb:
         if self.prior is not None and (rung.regime == "head-only" or rung.tier == "static"):    # before the arms
             from headswap.auto.prior import UNPROVEN_SHARE, rung_family
             key = rung_family(rung)
-            if not self.prior.proven(key):
-                most = self.budget.unproven_most(room, UNPROVEN_SHARE)
+            if not self.prior.proven(key):     # its probe counted against it
+                most = self.budget.unproven_most(room, UNPROVEN_SHARE, self.unpaid.pop(rung.cost_key, 0.0))
                 if est > most:
                     return self.skip(entry, f"estimated {duration(est)}; prior: " + self.prior.why_unproven(key, most))
         tier = self.budget.tier_left()
@@ -247,6 +278,9 @@ class Climb:
         clf = train_one(rung, settings, entry, self.train, self.validation, self.log)
         entry.plan = rung
         if clf is not None:
+            if (self.costs.probe(rung) or {}).get("guessed"):      # tried without a probe: what it took prices the rest
+                self.costs.learn_tried(rung, clf.build_seconds_, clf.train_seconds_)
+                self.load_seen[rung.model] = clf.build_seconds_
             if learn is not None:
                 self.costs.learn(rung, learn, entry.seconds)
             if rung.regime == "head-only":

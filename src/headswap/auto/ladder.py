@@ -40,6 +40,16 @@ EXPORT_SECONDS, EXPORT_SECONDS_PER_BLOCK = 3.0, 0.75
 # What timing a model not loaded yet is taken to cost before anything is measured (a causal GGUF model is
 # converted on its first load: 30-48 s here).
 PROBE_GUESS = {"encoder": 10.0, "causal": 30.0}
+# A frozen rung whose encoding pass (training and validation texts) is at most this many of its probe's (the probe
+# encodes a batch of training texts and times inference on up to 64 of them) is tried, not timed: trying it costs
+# about what timing it would, and timing it first pays that twice. The README's one-minute run (300 texts) skipped
+# every MiniLM rung as too dear to time, where encoding them all took a few seconds.
+TRY_PROBES = 4
+PROBE_INFERENCE_TEXTS = 64        # what headswap.trials.measure.probe_timing times inference on, at most
+# Of a probe's guess, what loading the model is taken to be until one is measured: the room to ship a rung is six
+# loads, and half of PROBE_GUESS (5 s, where MiniLM loads in 1-3 s on 2 idle to loaded cores) kept 35 s of a
+# one-minute run back to ship the MiniLM head it was about to try.
+GUESSED_LOAD = 0.25
 # The cached-partial rung trains this many top blocks (fewer when the body has no more than that): the blocks below
 # run once per text (headswap.train.lower_cache), so its epochs after the first cost a fraction of a full one.
 CACHED_TOP = 2
@@ -152,6 +162,39 @@ class Costs:
 
     def batch(self, rung: Rung) -> int:
         return max(self.batch_size, HEAD_BATCH) if rung.head is not None else self.batch_size
+
+    def probe_texts(self, rung: Rung) -> int:
+        """The texts a frozen rung's probe (one batch, headswap.trials.measure.probe_timing) encodes: its training
+        sample and those it times inference on."""
+        sample = min(self.n_train, max(self.batch(rung), self.n_classes))
+        return sample + min(sample, PROBE_INFERENCE_TEXTS)
+
+    def tried(self, rung: Rung) -> bool:
+        """Whether the rung is tried without a probe: a frozen rung not timed yet whose encoding pass is at most
+        TRY_PROBES of its probe's."""
+        p = self.probe(rung)
+        return (rung.regime == "head-only" and (p is None or bool(p.get("guessed")))
+                and self.n_train + self.n_validation <= TRY_PROBES * self.probe_texts(rung))
+
+    def guess(self, rung: Rung, probe_guess: float, load: float | None) -> None:
+        """Price an untimed frozen rung (and those sharing its cost) from what its probe is guessed to take
+        (`probe_guess`: PROBE_GUESS, or the model's last probe): its load (`load`, as measured; unknown,
+        GUESSED_LOAD of the guess), the rest the probe's texts' encoding. Its estimate and reserve then read this guess until it runs
+        (learn_tried)."""
+        load = min(GUESSED_LOAD * probe_guess if load is None else load, probe_guess)
+        self.probes[rung.cost_key] = self._measured(load, (probe_guess - load) / self.probe_texts(rung), guessed=True)
+
+    def learn_tried(self, rung: Rung, load: float, train: float) -> None:
+        """A rung tried without a probe took `load` seconds to load and `train` to encode and fit: what its probe
+        would have said, for the rungs that share its cost (they reuse its encoding) and for shipping it. Encoding
+        and fitting together, per text: an upper bound on the pass alone."""
+        self.probes[rung.cost_key] = self._measured(load, train / max(self.n_train + self.n_validation, 1))
+
+    @staticmethod
+    def _measured(load: float, per_text: float, guessed: bool = False) -> dict:
+        return {"load_seconds": load, "train_batch_seconds": None, "train_startup_seconds": 0.0,
+                "inference_seconds_per_text": per_text, "feature_dim": None, "probe_seconds": 0.0,
+                "tried": True, "guessed": guessed}
 
     def load_seconds(self, rung: Rung) -> float:
         return self.probe(rung)["load_seconds"]

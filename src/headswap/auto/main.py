@@ -262,16 +262,18 @@ def _climb(run: Run, fits: dict, baseline, baseline_entry: Entry, summary: dict,
 
 def _search(run: Run, climb, ladder: list, runner) -> None:
     """The cheap rungs within the budget (headswap.auto.climb), then the fine-tuning arms share what is left by
-    successive halving (headswap.auto.compete). The arms are timed first: the cheap rungs leave them half of what is
-    left only if one can run. Frozen rungs of one model share one encoding pass, and an arm's slices (and its
+    successive halving (headswap.auto.compete). Frozen rungs on so few texts that trying them costs about what timing
+    them would run first; then the arms are timed: the cheap rungs leave them half of what is left only if one can
+    run. Frozen rungs of one model share one encoding pass, and an arm's slices (and its
     learning-rate variants) one pass of frozen blocks."""
     from headswap.auto.arms import prepare
     from headswap.auto.compete import compete
     from headswap.nn.inference import feature_cache
 
     try:
-        prepared = prepare(climb, [r for r in ladder if r.fine_tuning], run.lr_search)
         with feature_cache():
+            climb.run_tried([r for r in ladder if not r.fine_tuning])       # cheaper than timing, so first
+            prepared = prepare(climb, [r for r in ladder if r.fine_tuning], run.lr_search)
             climb.run_all([r for r in ladder if not r.fine_tuning], prepared if prepared.can_run() else None)
     except BaseException:
         if runner is not None:

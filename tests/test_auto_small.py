@@ -1,0 +1,115 @@
+"""auto at small data and small budgets: a frozen rung whose whole encoding pass costs about its probe's is tried,
+not timed (the README's one-minute run on 300 texts skipped every MiniLM rung as too dear to time), its measured
+time prices the rungs that share its cost; on more texts it is still timed; a timing probe never takes more than
+its share of the budget. On a fake clock, with the tests' tiny encoder."""
+
+from __future__ import annotations
+
+import pytest
+from test_auto import world  # noqa: F401  (the tiny encoder, tiny causal LM and spam/ham data of auto's tests)
+from test_auto_budget import TEXTS, FakeClock, _climb
+
+import headswap.trials.measure
+from headswap.auto.budget import PROBE_SHARE
+from headswap.auto.climb import entry_for
+from headswap.auto.ladder import PROBE_GUESS, TRY_PROBES, Costs, plan_ladder
+from headswap.auto.records import Status
+from headswap.trials.measure import ProbeTooSlow
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _frozen(enc):
+    """The tiny encoder's frozen rungs: logistic, linear and MLP heads, in ladder order."""
+    rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp"], 1)
+    return [r for r in rungs if r.regime == "head-only"]
+
+
+def _no_probe(monkeypatch):
+    calls = []
+
+    def probe(rung, train, settings, batches=1, time_limit=None, load_guess=0.0):
+        calls.append(time_limit)
+        raise ProbeTooSlow(f"timing 2 training batches took over {time_limit:.0f} s")
+
+    monkeypatch.setattr(headswap.trials.measure, "probe_timing", probe)
+    return calls
+
+
+def test_a_frozen_rung_on_few_texts_is_trained_without_a_probe_and_prices_the_next(world, monkeypatch):
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, _ = _climb(enc, FakeClock(), budget=100.0)
+    logistic, linear, _ = _frozen(enc)
+    assert climb.costs.tried(logistic)      # 60 + 10 texts to encode; its probe would encode 120
+    climb.run(logistic)
+    entry = climb.entries[-1]
+    assert calls == [] and entry.status == Status.RAN, entry
+    measured = climb.costs.probe(logistic)
+    assert not measured["guessed"] and measured["load_seconds"] == climb.load_seen[enc] > 0
+    assert measured["inference_seconds_per_text"] > 0
+    # the linear head shares its cost and its encoding: priced from what the logistic head took, and run
+    assert climb.costs.probe(linear) is measured and not climb.costs.tried(linear)
+    assert climb.costs.estimate(linear) == pytest.approx(measured["load_seconds"])
+    climb.run(linear)
+    assert calls == [] and climb.entries[-1].status == Status.RAN
+
+
+def test_on_many_texts_the_frozen_rung_is_still_timed(world, monkeypatch):
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, _ = _climb(enc, FakeClock(), budget=300.0)
+    logistic = _frozen(enc)[0]
+    n_validation = TRY_PROBES * climb.costs.probe_texts(logistic) - len(TEXTS) + 1     # one text too many
+    climb.costs = Costs(len(TEXTS), n_validation, 10, 16)
+    assert not climb.costs.tried(logistic)
+    climb.run(logistic)
+    entry = climb.entries[-1]
+    assert len(calls) == 1 and entry.status == Status.SKIPPED and entry.reason.startswith("too slow"), entry
+
+
+def test_a_try_the_budget_cannot_hold_is_skipped_untrained(world, monkeypatch):
+    """Encoding cannot be cut short: a rung tried without a probe is priced from the probe's guess first, and is
+    not started where that price does not fit what is left."""
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    clock = FakeClock()
+    climb, _ = _climb(enc, clock, budget=100.0)
+    logistic = _frozen(enc)[0]
+    trained = []
+    monkeypatch.setattr(climb, "train_rung", lambda *a, **kw: trained.append(a))
+    clock.now += 100.0 - 2.0 - 2.0 - PROBE_GUESS["encoder"]     # spare: the probe's guess, short of the try's price
+    climb.run(logistic)
+    entry = climb.entries[-1]
+    assert calls == [] and trained == [] and entry.status == Status.SKIPPED and "estimated" in entry.reason, entry
+
+
+@pytest.mark.parametrize("budget", [1000.0, 2000.0])
+def test_a_probe_never_takes_more_than_its_share_of_the_budget(world, monkeypatch, budget):
+    """A quarter of what is left would be 240 s of 1,000: the probe gets its share, 100 s."""
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, rung = _climb(enc, FakeClock(), budget=budget)       # full fine-tuning: always timed
+    climb.probe(rung, entry_for(rung))
+    assert calls == [pytest.approx(PROBE_SHARE * budget)] and calls[0] < climb.budget.spare() / 4
+
+
+def test_a_probe_guessed_over_its_share_is_not_started(world, monkeypatch):
+    """One minute: a tenth of it (6 s) cannot hold an encoder's probe, guessed at 10 s."""
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, rung = _climb(enc, FakeClock(), budget=60.0, finish=1.0)
+    entry = entry_for(rung)
+    assert climb.budget.spare() > 2 * PROBE_GUESS["encoder"]
+    assert climb.probe(rung, entry) is False
+    assert calls == [] and entry.reason.startswith("not timed") and "a tenth of the budget" in entry.reason, entry
+
+
+def test_what_a_probe_took_counts_against_its_rung():
+    """A rung the prior never saw pay may take a tenth of the budget, its probe's seconds included."""
+    from headswap.auto.budget import Budget
+
+    clock = FakeClock()
+    budget = Budget(900.0, clock, clock())
+    assert budget.unproven_most(500.0, 0.10) == pytest.approx(90.0)
+    assert budget.unproven_most(500.0, 0.10, probed=30.0) == pytest.approx(60.0)
