@@ -16,7 +16,7 @@ import headswap.auto.main
 import headswap.auto.climb
 from headswap.classifier.estimator import TextClassifier, load_model
 from headswap.auto.main import auto
-from headswap.auto.budget import parse_duration
+from headswap.auto.duration import parse_duration
 from headswap.cli.parser import main
 from headswap.errors import ConfigError
 from headswap.baseline.tfidf import TfidfClassifier

@@ -17,7 +17,8 @@ import headswap.auto.climb
 import headswap.trials.measure
 from cli_run import invoke
 from headswap.auto.main import auto
-from headswap.auto.budget import FINAL_MARGIN, PROBE_SHARE, Budget, baseline_seconds, end_line, process_age
+from headswap.auto.budget import FINAL_MARGIN, PROBE_SHARE, Budget, baseline_seconds, process_age
+from headswap.auto.duration import end_line
 from headswap.auto.climb import Climb, entry_for
 from headswap.auto.records import Entry, Status
 from headswap.auto.ladder import PROBE_GUESS, Costs, plan_ladder

@@ -50,7 +50,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         X_val, y_val: validation texts to choose on (without them a stratified tenth of X is held out)."""
         from headswap.classifier.estimator import load_model
         from headswap.auto.main import auto
-        from headswap.auto.budget import parse_duration
+        from headswap.auto.duration import parse_duration
         from headswap.trials.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
         from headswap.data.records import label_type

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headswap.auto.budget import (Budget, baseline_seconds, check_budget, check_seconds, end_line, finish_seconds,
-                                   warm_up_charts)
+from headswap.auto.budget import Budget, baseline_seconds, check_budget, finish_seconds, warm_up_charts
+from headswap.auto.duration import check_seconds, end_line
 from headswap.auto.data import Data, data_warnings, read_data
 from headswap.auto.records import Entry, Status
 from headswap.auto.results import begin_results, scored_rows, write_report

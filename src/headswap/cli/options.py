@@ -43,7 +43,7 @@ positive_float = float_at_least(0, strict=True)
 
 def duration(text: str) -> float:
     """A time budget ('20m', '1h30m', '90s'; a bare number is minutes) in seconds."""
-    from headswap.auto.budget import parse_duration     # (no torch at import)
+    from headswap.auto.duration import parse_duration     # (no torch at import)
     try:
         return parse_duration(text)
     except HeadswapError as e:
