@@ -94,13 +94,18 @@ def test_a_probe_never_takes_more_than_its_share_of_the_budget(world, monkeypatc
     assert calls == [pytest.approx(PROBE_SHARE * budget)] and calls[0] < climb.budget.spare() / 4
 
 
-def test_a_probe_guessed_over_its_share_is_not_started(world, monkeypatch):
-    """One minute: a tenth of it (6 s) cannot hold an encoder's probe, guessed at 10 s."""
+def test_a_probe_measured_over_its_share_is_not_started_and_a_guessed_one_is_cut_to_it(world, monkeypatch):
+    """One minute: a tenth of it (6 s) cannot hold a probe of a model whose last probe took 10 s; one guessed at 10 s
+    (PROBE_GUESS, any encoder's: the tests' tiny one takes under a second) starts, limited to the 6 s."""
     _, enc, _, _ = world
     calls = _no_probe(monkeypatch)
     climb, rung = _climb(enc, FakeClock(), budget=60.0, finish=1.0)
-    entry = entry_for(rung)
     assert climb.budget.spare() > 2 * PROBE_GUESS["encoder"]
+    first = entry_for(rung)
+    assert climb.probe(rung, first) is False and calls == [pytest.approx(6.0)], first       # (this fake is too slow)
+    assert climb.probe_seconds[rung.model] >= PROBE_GUESS["encoder"]
+    calls.clear()
+    entry = entry_for(rung)
     assert climb.probe(rung, entry) is False
     assert calls == [] and entry.reason.startswith("not timed") and "a tenth of the budget" in entry.reason, entry
 

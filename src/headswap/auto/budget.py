@@ -163,13 +163,16 @@ class Budget:
         self.shipping["seconds"] = round(self.shipping["left_seconds"] - self.left(), 1)
 
     # ---- the cheap rungs ----------------------------------------------------------------------------------------
-    def probe_room(self, guess: float, most: float = math.inf) -> tuple[float, float | None]:
+    def probe_room(self, guess: float, most: float = math.inf, measured: bool = True) -> tuple[float, float | None]:
         """(spare(), the most a probe guessed to take `guess` may take; None: it may not start). Loading the model
         and encoding the probe's texts cannot be cut short: a probe starts only where twice its guess is left to
-        spend and its guess is within PROBE_SHARE of the budget, and may take a quarter of what is left to spend,
-        that share, and no more than `most`."""
+        spend and, where the guess was `measured` (an earlier probe of the model), it is within PROBE_SHARE of the
+        budget; it may take a quarter of what is left to spend, that share, and no more than `most`. A guess not
+        measured (PROBE_GUESS, of any model of a kind) does not refuse: the share's limit stops the probe instead,
+        and a small model's probe takes a second where the guess said ten."""
         spare, share = self.spare(), self.probe_share()
-        return spare, (None if spare < 2 * guess or guess > share else min(spare / 4, share, most))
+        refused = spare < 2 * guess or measured and guess > share
+        return spare, (None if refused else min(spare / 4, share, most))
 
     def probe_share(self) -> float:
         """The most one timing probe may take: PROBE_SHARE of the budget."""

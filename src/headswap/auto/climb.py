@@ -124,7 +124,7 @@ class Climb:
             return True
         guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
         # A probe that does not finish in its limit is stopped between steps and says the rung is too dear.
-        spare, limit = self.budget.probe_room(guess, most)
+        spare, limit = self.budget.probe_room(guess, most, measured=rung.model in self.probe_seconds)
         if limit is None:
             share = self.budget.probe_share()
             self.skip(entry, f"not timed: timing it takes about {duration(guess)}, over the {duration(share)} a probe "
