@@ -120,7 +120,7 @@ def test_leaderboard_scores_on_test_what_auto_kept_as_evaluate_does(fitted):
 
 def test_without_its_candidates_the_leaderboard_scores_the_shipped_model_alone(fitted):
     lean = copy.copy(fitted)
-    del lean.candidates_
+    lean.candidates_ = []
     frame = lean.leaderboard(TEST_TEXTS[::10], TEST_LABELS[::10])
     assert frame["test_macro_f1"].notna().tolist() == [r is fitted.best_ for r in fitted.leaderboard_]
 

@@ -35,8 +35,8 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
     After fit: model_ (the shipped classifier), classes_ (integer labels stay integers, in the saved model too),
     leaderboard_ (Leaderboard), best_ (the winner's row), results_ (results.json's content), report_ (the path of
     report.html), candidates_ (the models auto still held when it ended, which leaderboard(X, y) scores: the TF-IDF
-    baseline and up to headswap.auto.climb.POOL of the best candidates, each with its row of leaderboard_; `del
-    clf.candidates_` frees them, and leaderboard(X, y) then scores the shipped model alone).
+    baseline and up to headswap.auto.climb.POOL of the best candidates, each with its row of leaderboard_; `clf.candidates_
+    = []` frees them, and leaderboard(X, y) then scores the shipped model alone).
     """
 
     def __init__(self, budget="15m", models=None, strategies="all", out_of_scope=None, blend=True, lr_search=True,
@@ -114,7 +114,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
             y = table_column(X, "label", "test data")
         if y is None:
             raise ConfigError("leaderboard(X, y) scores on test texts X with their labels y; y is missing")
-        models = [(self.best_, self.model_)] + list(getattr(self, "candidates_", []))
+        models = [(self.best_, self.model_)] + list(self.candidates_)
         return scored(self.leaderboard_, models, as_list(X, "test data"), as_list(y, "test data", "labels"))
 
     def save(self, path) -> Path:
