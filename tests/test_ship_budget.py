@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from test_auto import world  # noqa: F401  (the tiny encoder and spam/ham data of auto's tests)
+from test_auto_budget import FakeClock
 
 import headswap.auto.climb
 import headswap.auto.ladder as ladder
@@ -26,21 +27,13 @@ FINISH = 2.0
 SAVE, EXPORT = 1.0, 30.0       # what saving and exporting the winner take on the fake clock
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
 class Encoder:
     """A winner that can be exported (an encoder under an exportable strategy): saving it takes SAVE seconds."""
     strategy = "encoder-mlp"
     strategy_ = SimpleNamespace(exportable=True)
     model_spec_ = SimpleNamespace(kind="encoder")
 
-    def __init__(self, clock: Clock):
+    def __init__(self, clock: FakeClock):
         self.clock = clock
 
     def save(self, folder) -> None:
@@ -53,7 +46,7 @@ class Encoder:
 def priced(monkeypatch):
     """(clock, budget of 100 s, the winner, its entry, the run's costs): the winner's rung probed at a 2-s load and
     10 ms a text, a 12-block encoder: saving and exporting it 12 s, loading it back and scoring 10 test texts 2.15 s."""
-    clock = Clock()
+    clock = FakeClock()
     budget = Budget(100.0, clock, clock(), finish=FINISH)
     monkeypatch.setattr(ladder, "_blocks", lambda model: 12)
     costs = Costs(n_train=100, n_validation=20, n_test=10, batch_size=16)
