@@ -111,8 +111,8 @@ class Budget:
 
     def share_of_spare(self, share: float) -> float:
         """`share` of the budget, within spare(): what a step that may win but need not (the TF-IDF baseline's search
-        beyond its first fit) may take."""
-        return min(share * self.seconds, self.spare())
+        beyond its first fit) may take: unproven_most's rule, its room all of spare()."""
+        return self.unproven_most(self.spare(), share)
 
     def elapsed(self) -> tuple[float, float]:
         """(seconds spent, the share of the budget they are): what the report says was used."""
