@@ -48,6 +48,36 @@ def test_the_model_alone_wins_a_tie():
     assert chosen.counts == [1, 0] and chosen.score == 1.0 and not chosen.kept and chosen.out_of_fold is None
 
 
+def test_candidates_validation_cannot_tell_apart_start_the_blend_and_ship_on_a_tie():
+    # 30 texts, as auto holds out of 300: two models right on every one, the second less sure. Before near ties
+    # started the blend, the earlier shipped alone because it came first.
+    y = np.array([0, 1] * 15)
+    first, second = np.eye(2)[y] * 0.6 + 0.2, np.eye(2)[y] * 0.9 + 0.05
+    chosen = select([first, second], y, LABELS)
+    assert chosen.tied == 2 and chosen.counts[0] > 0 and chosen.counts[1] > 0
+    assert chosen.out_of_fold == chosen.alone_out_of_fold == 1.0 and chosen.kept
+
+
+def test_a_candidate_validation_can_tell_behind_does_not_start_the_blend():
+    # on 1,000 texts a candidate wrong on 10% is behind one right on all in every bootstrap draw
+    y = np.array([0, 1] * 500)
+    behind = y.copy()
+    behind[::10] = 1 - behind[::10]
+    chosen = select([np.eye(2)[y] * 0.8 + 0.1, np.eye(2)[behind] * 0.8 + 0.1], y, LABELS)
+    assert chosen.tied == 0 and chosen.counts[1] == 0 and not chosen.kept
+
+
+def test_near_ties_are_what_a_paired_bootstrap_cannot_separate():
+    from headswap.metrics import near_ties
+    y = np.array([0] * 15 + [1] * 15)
+    two_off, eight_off = y.copy(), y.copy()
+    two_off[:2], eight_off[:8] = 1, 1
+    # the best first, the same predictions again (a tie), two texts behind, not eight
+    assert near_ties([two_off, y, eight_off, y], y, 2) == [1, 3, 0]
+    big = np.tile(y, 40)
+    assert near_ties([big, np.tile(two_off, 40)], big, 2) == [0]      # two in 30 wrong, on 1,200 texts: behind
+
+
 def test_a_share_of_tfidf_that_fixes_the_models_unsure_mistakes_is_found():
     model, tfidf, y = synthetic()
     chosen = select([model, tfidf], y, LABELS)
@@ -237,6 +267,29 @@ def test_auto_ships_the_blend_when_validation_prefers_it(world, monkeypatch):  #
     test = [line.rsplit(",", 1) for line in (data / "test.csv").read_text().splitlines()[1:]]
     row = next(r for r in results["rows"] if r["winner"])
     assert shipped.evaluate([t for t, _ in test], [lab for _, lab in test]).f1("macro") == pytest.approx(row["macro_f1"])
+
+
+def test_when_the_baseline_leads_candidates_tied_with_it_are_blended_and_the_blend_named_by_its_model(
+        world, monkeypatch):  # noqa: F811
+    root, enc, _, data = world
+    real = headswap.auto.climb.validation_f1
+    monkeypatch.setattr(headswap.auto.climb, "validation_f1", lambda clf: real(clf) - 1.0)   # TF-IDF leads
+    offered = []
+
+    def tie(probas, y, labels, picked_from, prior):     # the baseline and the next best, started together
+        offered.append(len(probas))
+        assert prior is None      # a blend led by TF-IDF keeps the argmax (TF-IDF has no decisions to lean)
+        return headswap.baseline.blend.Selection([1, 1] + [0] * (len(probas) - 2), 1.0, 1.0, 1.0, tied=2)
+
+    monkeypatch.setattr(headswap.baseline.blend, "select", tie)
+    results = auto(data, 600, models=[enc], strategies="encoder-mlp", out=root / "tied", progress=False,
+                   log=lambda _: None, more_epochs=False, lr_search=False, quantize="none")
+    winner = results["auto"]["winner"]
+    assert offered and winner["rung"] == "blend of 2" and winner["model_name"] != "tfidf"
+    assert winner["regime"] != "baseline" and winner["strategy"].startswith("tfidf-")
+    shipped = load_model(root / "tied" / "model", progress=False)
+    assert isinstance(shipped, Blend) and isinstance(shipped.members_[0][0], TfidfClassifier)
+    assert shipped.weights == pytest.approx([0.5, 0.5]) and len(shipped.members_) == 2
 
 
 class Reserves:

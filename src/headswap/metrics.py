@@ -287,3 +287,26 @@ def multi_label_metrics(logits, y_true, labels: list[str], thresholds=None) -> M
     t = torch.as_tensor(np.full(len(labels), 0.5) if thresholds is None else np.asarray(thresholds))
     y_pred = (torch.sigmoid(logits.double()) >= t).numpy()
     return MultiLabelMetrics(list(labels), y_true, y_pred, list(map(float, t)) if thresholds is not None else None)
+
+
+def near_ties(predictions, y_true, num_classes: int, resamples: int = 1000, level: float = 0.95,
+              seed: int = 0) -> list[int]:
+    """Which of the candidates' predictions (each (N,) class indices) a paired bootstrap cannot tell from the best
+    one's on macro F1: the texts drawn again with replacement `resamples` times, the same draw for every candidate,
+    and candidate c near-tied when the best (highest macro F1 on all the texts; the earlier on a tie) scores higher
+    than c in fewer than `level` of the draws. The best first, then the rest in order of their macro F1 (the
+    earlier on a tie). On 30 validation texts a candidate two texts behind the best is one (the best wins ~86% of
+    the draws); on 1,500 it is not."""
+    y = np.asarray(y_true, dtype=np.int64)
+    preds = [np.asarray(p, dtype=np.int64) for p in predictions]
+    scores = [float(macro_f1(confusion_matrix(y, p, num_classes))) for p in preds]
+    order = sorted(range(len(preds)), key=lambda i: (-scores[i], i))
+    best, rng = order[0], np.random.default_rng(seed)
+    wins = np.zeros(len(preds))
+    chunk = max(1, min(resamples, 5_000_000 // max(len(y) + num_classes ** 2, 1)))   # a chunk's matrices: ~40 MB
+    for start in range(0, resamples, chunk):
+        draw = rng.integers(0, len(y), size=(min(chunk, resamples - start), len(y)))
+        ours = macro_f1(confusion_matrix(y[draw], preds[best][draw], num_classes))
+        for i in order[1:]:
+            wins[i] += np.sum(ours > macro_f1(confusion_matrix(y[draw], preds[i][draw], num_classes)))
+    return [i for i in order if i == best or wins[i] < level * resamples]

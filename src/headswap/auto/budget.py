@@ -61,8 +61,8 @@ def process_start(clock: Callable[[], float] = time.perf_counter) -> float:
     """The process's start on `clock`: the clock and the process's age read at one instant. An age read later
     than the clock (after parsing the command line, say) would put the start that much too early, and a run
     would count seconds it never had."""
-    now = clock()
-    return now - process_age()
+    age = process_age()       # first: the clock read after it errs late, never before the process (a busy machine
+    return clock() - age      # took 0.1 ms between the two reads, and the start came out before the process)
 
 
 # Of the budget (of the slot-seconds where arms train side by side): the most one part of the run may hold unless it

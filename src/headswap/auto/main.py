@@ -225,12 +225,12 @@ def _pick(run: Run, ladder: list, fits: dict, baseline, candidates: list[Entry],
         kept += [(0, baseline)] + [(at[id(c.entry)], c.model) for c in climb.pool if id(c.entry) in at]
     best, best_entry = climb.best, climb.best_entry
     run.budget.begin_shipping()      # what is left and kept for it; end_shipping() adds what it took
-    if best is not baseline:
-        late = Prices.of(best, best_entry, run.budget, climb.costs).blend() if run.blend else None
-        if late is not None:
-            run.log(f"  blend not tried: {late}")
-        best, best_entry = blend_winner(best, best_entry, climb, baseline, run.data.validation, candidates, run.log,
-                                        run.data.train.labels, summary, run.blend and late is None)
+    # The baseline too: when it leads, candidates validation cannot tell from it may still be blended with it
+    late = Prices.of(best, best_entry, run.budget, climb.costs).blend() if run.blend else None
+    if late is not None:
+        run.log(f"  blend not tried: {late}")
+    best, best_entry = blend_winner(best, best_entry, climb, baseline, run.data.validation, candidates, run.log,
+                                    run.data.train.labels, summary, run.blend and late is None)
     if climb.halving:
         summary["halving"] = climb.halving
     return best, best_entry, Prices.of(best, best_entry, run.budget, climb.costs)

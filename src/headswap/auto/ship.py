@@ -147,7 +147,7 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     why = _not_blended(best, baseline)
     mine = next((c for c in climb.pool if c.entry is entry), None)
     leans = (train_labels is not None and not getattr(best, "multi_label", False)
-             and getattr(best, "out_of_scope", None) is None)
+             and getattr(best, "out_of_scope", None) is None and best is not baseline)
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels]) if leans or not why else None
     prior = class_shares(train_labels, index) if leans else None
@@ -163,6 +163,8 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     t0 = time.perf_counter()
     left = climb.budget.left()      # recorded: whether the arms left the room they kept for a second member
     offered, price, priced_out = _offered(best, entry, mine, climb, baseline, candidates[0], validation)
+    if len(offered) < 2:        # the baseline leads and no candidate was kept beside it: nothing to blend
+        return best, entry
     chosen, cols = _choose(best, offered, price, priced_out, y, list(index), prior, climb.budget)
     line = _record(row, chosen, offered, candidates[0], priced_out, left, t0)
     candidates.append(row)
@@ -211,6 +213,8 @@ def _offered(best, entry: Entry, mine, climb, baseline, baseline_entry: Entry, v
         if same_labels(best, model):       # (the baseline's labels were checked before)
             offered.append(Candidate(c.entry, model, c.proba, c.picked_from))
             price.append(cost)
+    if best is baseline:
+        return offered, price, priced_out
     offered.append(Candidate(baseline_entry, baseline, baseline.predict_proba(validation.texts)))
     return offered, price + [0.0], priced_out
 
@@ -258,6 +262,10 @@ def _blend(offered: list, weights: list, row: Entry):
 
     members = [(c.model, w) for c, w in zip(offered, weights) if w > 0]
     row.plan = tuple(c.entry.plan for c, w in zip(offered, weights) if w > 0)    # Prices.of reads them in order
+    if row.regime == "baseline":      # led by the baseline: the row is named as the Blend is, by its lead model
+        lead = next((c.entry for c, w in zip(offered, weights) if w > 0 and c.entry.regime != "baseline"), None)
+        if lead is not None:
+            row.model, row.model_name, row.regime, row.head = lead.model, lead.model_name, lead.regime, lead.head
     for m, _ in members:
         if hasattr(m, "set_params") and hasattr(m, "checkpoint_dir"):
             clean_for_shipping(m)
