@@ -36,7 +36,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import NamedTuple
 
-from headswap.errors import ConfigError, HeadswapError
+from headswap.errors import ConfigError
 from headswap.reports.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
@@ -148,15 +148,13 @@ def _names(records: list[Run]) -> dict[str, str]:
 
 def build_table(root, kinds: dict[str, str], without=()) -> dict:
     """The prior from every auto results file under `root`: {family: {shape: {data set: {"ran", "within", "won"}}}},
-    the runs it read and the data sets they used, leaving out the runs on the data sets named in `without`.
-    kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
+    the runs it read and the data sets they used, leaving out the runs on the data sets named in `without`; its
+    "without" names those it left out (a set no run used has none to leave: a set auto never ran on is one the full
+    table never saw). kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
     root = Path(root)
     records = list(_records(root, kinds))
     names = _names(records)
-    unknown = sorted(set(without) - set(names.values()))
-    if unknown:
-        raise HeadswapError(f"--without {', '.join(unknown)}: no auto run under {root} used such a data set; "
-                            f"the runs used {', '.join(sorted(set(names.values())))}")
+    without = sorted(set(without) & set(names.values()))
     table: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
     sets: dict[str, dict] = {}
     runs = []
@@ -175,7 +173,7 @@ def build_table(root, kinds: dict[str, str], without=()) -> dict:
             cell["within"] += within
             cell["won"] += won
     families = {k: {w: dict(sorted(c.items())) for w, c in sorted(v.items())} for k, v in sorted(table.items())}
-    return {"within": WITHIN, "runs": runs, "sets": dict(sorted(sets.items())), "without": sorted(without),
+    return {"within": WITHIN, "runs": runs, "sets": dict(sorted(sets.items())), "without": without,
             "families": families}
 
 
