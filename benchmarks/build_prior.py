@@ -4,8 +4,9 @@
     python benchmarks/build_prior.py --without germeval2018 --out /tmp/prior-without-germeval2018.json
 
 Which rung families came within a point of the winner, on which data sets of which shape: headswap.auto.prior.
---without leaves a data set's runs out (leave-one-set-out: benchmarks/prior_loso.py); such a table is written
-where --out says, never over the shipped prior.json, which is the table of every run.
+--without leaves a data set's runs out (leave-one-set-out: benchmarks/prior_loso.py, and `headswap auto --prior FILE`
+on that set); such a table is written where --out says, never over the shipped prior.json, which is the table of
+every run. A set no run used leaves nothing out (stderr says so): the table is the full one, which never saw it.
 """
 
 import argparse
@@ -32,9 +33,13 @@ def main(root: Path = ROOT / "results", without=(), out: Path | None = None) -> 
     if without and out.resolve() == SHIPPED.resolve():
         raise HeadswapError(f"--out {out}: that is the shipped prior, which --without must not overwrite")
     table = build_table(root, kinds(), without)
+    unseen = sorted(set(without) - set(table["without"]))
+    if unseen:      # a set auto never ran on (auto_runs.sh LOSO=1 on a new set): the full table never saw it either
+        print(f"build_prior: --without {', '.join(unseen)}: no auto run under {root} used it, so nothing is left "
+              f"out for it (the runs used {', '.join(sorted([*table['sets'], *table['without']]))})", file=sys.stderr)
     out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"{out}: {len(table['families'])} families from {len(table['runs'])} runs on {len(table['sets'])} data "
-          f"sets" + (f" (without {', '.join(without)})" if without else ""))
+          f"sets" + (f" (without {', '.join(table['without'])})" if table["without"] else ""))
     return table
 
 

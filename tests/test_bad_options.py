@@ -60,6 +60,7 @@ TEXT_CASES = {
     ("auto", "--out"): ["{file}"], ("auto", "--prompt"): ["@missing-prompt.txt"],
     ("auto", "--descriptions"): ["missing-descriptions.csv"], ("auto", "--class-weight"): ["missing.json"],
     ("auto", "--out-of-scope"): [""], ("auto", "--ray-address"): ["127.0.0.1:1"],
+    ("auto", "--prior"): ["nope.json", "{dir}", "{file}"],
     ("export", "--model-dir"): ["nope", "{dir}"], ("export", "--out"): ["{file}"],
     ("distill", "--teacher"): ["nope", "{dir}"], ("distill", "--data"): ["nope"],
     ("distill", "--unlabeled"): ["nope.csv"], ("distill", "--text-column"): ["nosuch"],

@@ -28,9 +28,10 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
 
     budget: "15m", "1h30m", "90s", or a bare number of minutes, as `headswap auto --budget` takes it (budget=90 and
     "90" are 90 min; give seconds as "90s"). models, strategies: as `headswap auto --model/--strategies` (None: the
-    installed defaults; "all"). out_of_scope: the label of texts that fit no class. blend, lr_search, quantize, seed:
-    as auto's flags. out: the folder for the run's results, report and model (None: a new temporary folder, kept).
-    progress: auto's log lines and bars. The budget and out are checked as the command checks them, before any work.
+    installed defaults; "all"). out_of_scope: the label of texts that fit no class. blend, lr_search, quantize, seed,
+    prior: as auto's flags (prior: "shipped", "none" or a table's file). out: the folder for the run's results, report
+    and model (None: a new temporary folder, kept). progress: auto's log lines and bars. The budget, out and prior are
+    checked as the command checks them, before any work.
 
     After fit: model_ (the shipped classifier), classes_ (integer labels stay integers, in the saved model too),
     leaderboard_ (Leaderboard), best_ (the winner's row), results_ (results.json's content), report_ (the path of
@@ -40,10 +41,10 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, budget="15m", models=None, strategies="all", out_of_scope=None, blend=True, lr_search=True,
-                 quantize="none", seed=0, out=None, progress=True):
+                 quantize="none", seed=0, out=None, progress=True, prior="shipped"):
         self.budget, self.models, self.strategies, self.out_of_scope = budget, models, strategies, out_of_scope
         self.blend, self.lr_search, self.quantize, self.seed = blend, lr_search, quantize, seed
-        self.out, self.progress = out, progress
+        self.out, self.progress, self.prior = out, progress, prior
 
     def fit(self, X, y=None, X_val=None, y_val=None):
         """Train on texts X with labels y (or X a DataFrame / datasets.Dataset with text and label columns);
@@ -51,6 +52,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         from headswap.classifier.estimator import load_model
         from headswap.auto.main import auto
         from headswap.auto.duration import parse_duration
+        from headswap.auto.prior import read_table
         from headswap.trials.plan import memory_data
         from headswap.data.load import as_list, from_lists, labels_of_table
         from headswap.data.records import label_type
@@ -61,6 +63,7 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
         seconds = parse_duration(self.budget)      # one rule with --budget's: a bare number is minutes
         if self.out is not None:
             check_run_folder(self.out, "out")     # the command's rule for its --out
+        read_table(self.prior, "prior")
         y, y_val = labels_of_table(X, y), None if X_val is None else labels_of_table(X_val, y_val)
         y = None if y is None else as_list(y, "training data", "labels")
         integers = y is not None and label_type(y, "training data", self.out_of_scope) is int
@@ -76,7 +79,8 @@ class AutoClassifier(ClassifierMixin, BaseEstimator):
             results = auto(memory_data(train, validation, out_of_scope=self.out_of_scope), seconds,
                            models=self.models, strategies=self.strategies, out=out, quantize=self.quantize,
                            blend=self.blend, lr_search=self.lr_search, progress=self.progress,
-                           log=print if self.progress else (lambda line: None), kept=kept, **settings)
+                           log=print if self.progress else (lambda line: None), kept=kept, prior=self.prior,
+                           **settings)
             if integers:     # auto trains on labels as text, as files hold them: the saved model gives back ints
                 record_label_values(out / "model", {str(v): int(v) for v in y if v != self.out_of_scope})
         self.results_, self.out_, self.report_ = results, out, out / "report.html"

@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 from headswap.auto.budget import Budget, baseline_seconds, check_budget, finish_seconds, warm_up_charts
 from headswap.auto.duration import check_seconds, end_line
 from headswap.auto.data import Data, data_warnings, read_data
+from headswap.auto.prior import SHIPPED, read_table
 from headswap.auto.records import Entry, Status
 from headswap.auto.results import begin_results, scored_rows, write_report
 from headswap.auto.ship import Prices, blend_winner, ship
@@ -68,6 +69,8 @@ class Run:
     ray_address: str | None = None
     arm_cpus: float = 1
     arm_gpus: float = 0
+    prior: str = SHIPPED       # the table asked for (headswap.auto.prior.read_table), and what it read
+    table: dict | None = None
 
 
 def default_models() -> tuple[str, ...]:
@@ -84,7 +87,7 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
          test_fraction: float | None = None, text_column: str = "text", label_column: str = "label",
          command: Sequence[str] | None = None, lr_search: bool = True, more_epochs: bool = True, blend: bool = True,
          clock: Callable[[], float] = time.perf_counter, started: float | None = None, ray_address: str | None = None,
-         arm_cpus: float = 1, arm_gpus: float = 0, kept: list | None = None, **settings) -> dict:
+         arm_cpus: float = 1, arm_gpus: float = 0, kept: list | None = None, prior=SHIPPED, **settings) -> dict:
     """Run what fits in budget_seconds, pick the best on validation, ship it to OUT/model, score it on test.
 
     data_dir: a folder with train.csv (validation.csv and test.csv optional), one labelled CSV/TSV/JSONL/Parquet file, or
@@ -101,7 +104,9 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     started: when the budget began, on `clock` (the CLI passes its process's start); None: now. A budget too small
     for the TF-IDF baseline is refused (ConfigError) before anything is written. kept: a list given (position in
     results["auto"]["candidates"], model) of the baseline and the candidates held for the blend (AutoClassifier's
-    leaderboard), no model more.
+    leaderboard), no model more. prior: the table that orders, caps and drops rungs (headswap.auto.prior.read_table):
+    "shipped", "none", or a file as benchmarks/build_prior.py writes (one built without this data set judges auto on
+    data it never saw); results.json records which.
     """
     from headswap.saved.outputs import check_run_folder
     from headswap.trials.plan import BenchData, bench_files, parse_strategies
@@ -109,6 +114,8 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     check_run_folder(out, "out")
     from_start, started = started is not None, clock() if started is None else started
     settings, full = _checked(budget_seconds, arm_cpus, arm_gpus, quantize, settings)
+    table = read_table(prior, "prior")      # before the data and the models: a bad file is one line at once
+    prior = SHIPPED if prior is None else str(prior)
     names = parse_strategies(strategies)
     in_memory = isinstance(data_dir, BenchData)           # AutoClassifier.fit's splits
     if not in_memory:
@@ -117,14 +124,15 @@ def auto(data_dir, budget_seconds: float, *, models: Sequence[str] | None = None
     data = read_data(data_dir, full["seed"], full["out_of_scope"], test_fraction, text_column, label_column)
     budget = _budget(budget_seconds, clock, started, data)
     run = Run(data, budget, settings, full, Path(out), log, lr_search, more_epochs, blend, quantize, ray_address,
-              arm_cpus, arm_gpus)
+              arm_cpus, arm_gpus, prior, table)
     models, fits, ladder, unconvertible, skipped = _ladder(run, models, specs, names)
     unavailable += unconvertible
     run.out.mkdir(parents=True, exist_ok=True)
     args = {"data_dir": "(in memory)" if in_memory else str(data_dir), "test_fraction": test_fraction,
             "text_column": text_column, "label_column": label_column, "models": models, "strategies": names,
             "out": str(run.out), "budget_seconds": budget_seconds, "quantize": quantize, "lr_search": lr_search,
-            "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address, "settings": dict(settings)}
+            "more_epochs": more_epochs, "blend": blend, "ray_address": ray_address, "prior": run.prior,
+            "settings": dict(settings)}
     candidates: list[Entry] = []      # one per (model, strategy, regime): what auto knew, did and measured
     results = _begin(run, args, command, fits, unavailable, skipped, len(ladder), candidates)
     baseline = _baseline(run, candidates)
@@ -241,13 +249,14 @@ def _climb(run: Run, fits: dict, baseline, baseline_entry: Entry, summary: dict,
     cluster is joined first: one that cannot be reached fails before any work."""
     from headswap.auto.climb import Climb
     from headswap.auto.ladder import Costs
-    from headswap.auto.prior import Prior, load_table
+    from headswap.auto.prior import Prior, table_record
 
     data, full = run.data, run.full
     costs = Costs(len(data.train), len(data.validation), data.n_test, full["batch_size"], n_classes=data.n_classes)
     misfit = {m for m, f in fits.items() if f is not None and not f.fits}
-    prior = Prior(load_table(), len(data.train), data.n_classes, bool(full["out_of_scope"]), misfit=bool(misfit))
-    summary["prior"] = {"shape": prior.shape, "runs": prior.runs, "sets": prior.sets}
+    prior = Prior(run.table, len(data.train), data.n_classes, bool(full["out_of_scope"]), misfit=bool(misfit))
+    summary["prior"] = {**table_record(run.prior, run.table), "shape": prior.shape, "runs": prior.runs,
+                        "sets": prior.sets}
     runner = None
     if run.ray_address and fine:
         from headswap.auto.runners import RayArms

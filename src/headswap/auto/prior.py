@@ -22,7 +22,8 @@ and classes; won, on other data) is "unproven", and takes at most UNPROVEN_SHARE
 (SmolLM2's frozen head on an English intent set took 31% of 15 minutes for 0.68 where MiniLM's read 0.949); proven
 rungs run first. A cheap rung that DROP_AFTER data sets or more of this shape tried, and on none came within a
 point, is not tried at all; the fine-tuning arms are admitted in the order of the data sets' votes for their
-family's wins (arm_order). With no table, today's order and no cap. Imports no torch.
+family's wins (arm_order). With no table, today's order and no cap. A run may ask another table (read_table: one
+built without the data set it runs on judges auto on a set the prior never saw) or none. Imports no torch.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import NamedTuple
 
-from headswap.errors import HeadswapError
+from headswap.errors import ConfigError
 from headswap.reports.report_text import duration
 
 WITHIN = 0.01              # of validation macro F1: "came within a point" of the run's best
@@ -46,6 +47,8 @@ ENOUGH_SETS = 2
 # Data sets of this shape after which a cheap rung that never came within a point on any of them is not tried.
 DROP_AFTER = 2
 TABLE = "prior.json"
+SHIPPED, NONE = "shipped", "none"      # a run's prior: the shipped table, or no table at all
+CELL = ("ran", "within", "won")
 # Fine buckets (upper bound, name, the coarse bucket it lies in): training texts below the bound, classes up to it.
 SIZES = ((300, "under 300", "under 1k"), (1000, "300-1k", "under 1k"), (3000, "1k-3k", "1k-10k"),
          (10000, "3k-10k", "1k-10k"), (30000, "10k-30k", "10k+"), (math.inf, "30k+", "10k+"))
@@ -145,15 +148,13 @@ def _names(records: list[Run]) -> dict[str, str]:
 
 def build_table(root, kinds: dict[str, str], without=()) -> dict:
     """The prior from every auto results file under `root`: {family: {shape: {data set: {"ran", "within", "won"}}}},
-    the runs it read and the data sets they used, leaving out the runs on the data sets named in `without`.
-    kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
+    the runs it read and the data sets they used, leaving out the runs on the data sets named in `without`; its
+    "without" names those it left out (a set no run used has none to leave: a set auto never ran on is one the full
+    table never saw). kinds: model name -> kind ("encoder", "causal"); a model missing from it is skipped."""
     root = Path(root)
     records = list(_records(root, kinds))
     names = _names(records)
-    unknown = sorted(set(without) - set(names.values()))
-    if unknown:
-        raise HeadswapError(f"--without {', '.join(unknown)}: no auto run under {root} used such a data set; "
-                            f"the runs used {', '.join(sorted(set(names.values())))}")
+    without = sorted(set(without) & set(names.values()))
     table: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
     sets: dict[str, dict] = {}
     runs = []
@@ -172,7 +173,7 @@ def build_table(root, kinds: dict[str, str], without=()) -> dict:
             cell["within"] += within
             cell["won"] += won
     families = {k: {w: dict(sorted(c.items())) for w, c in sorted(v.items())} for k, v in sorted(table.items())}
-    return {"within": WITHIN, "runs": runs, "sets": dict(sorted(sets.items())), "without": sorted(without),
+    return {"within": WITHIN, "runs": runs, "sets": dict(sorted(sets.items())), "without": without,
             "families": families}
 
 
@@ -182,6 +183,67 @@ def load_table() -> dict:
         return json.loads(files("headswap.auto").joinpath(TABLE).read_text())
     except (OSError, ValueError, ModuleNotFoundError):
         return {"families": {}, "runs": [], "sets": {}}
+
+
+def read_table(source=SHIPPED, flag: str = "--prior") -> dict:
+    """The table a run asks: SHIPPED's, NONE (no table: today's order, nothing capped or dropped), or a file as
+    benchmarks/build_prior.py writes. A file that cannot be read or holds no such table is one line naming it
+    (ConfigError), asked before any work."""
+    if source is None or str(source) == SHIPPED:
+        return load_table()
+    if str(source) == NONE:
+        return {"families": {}, "runs": [], "sets": {}, "without": []}
+    path, where = Path(source), f"{flag} {source}"
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file (give a table as benchmarks/build_prior.py writes, "
+                          f"{SHIPPED!r} or {NONE!r})") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: a folder, not a table as benchmarks/build_prior.py writes") from None
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read it: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not JSON (not UTF-8 text)") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: not JSON ({e})") from None
+    problem = _not_a_table(table)
+    if problem:
+        raise ConfigError(f"{where}: not a prior table as benchmarks/build_prior.py writes: {problem}")
+    return table
+
+
+def _not_a_table(table) -> str | None:
+    """What keeps `table` from being one build_table wrote (Prior divides by each cell's runs), or None."""
+    if not isinstance(table, dict):
+        return f"a JSON {type(table).__name__}, not an object"
+    missing = [k for k in ("families", "runs", "sets") if k not in table]
+    if missing:
+        return f"no {' or '.join(map(repr, missing))}"
+    for key, kind in (("families", dict), ("runs", list), ("sets", dict), ("without", list)):
+        if not isinstance(table.get(key, kind()), kind):
+            return f"{key!r} is not a JSON {'object' if kind is dict else 'array'}"
+    for key, cells in table["families"].items():
+        for where, by_set in (cells.items() if isinstance(cells, dict) else [("?", cells)]):
+            for name, cell in (by_set.items() if isinstance(by_set, dict) else [("?", by_set)]):
+                if not _counted(cell):
+                    return (f"family {key!r}, shape {where!r}, data set {name!r}: {json.dumps(cell)[:60]} is not "
+                            f"whole counts of runs (ran > 0, within and won at most ran)")
+    return None
+
+
+def _counted(cell) -> bool:
+    """A cell as build_table counts it: its runs, and those within a point and won among them."""
+    if not (isinstance(cell, dict) and all(type(cell.get(k)) is int for k in CELL)):
+        return False
+    return cell["ran"] > 0 and 0 <= cell["within"] <= cell["ran"] and 0 <= cell["won"] <= cell["ran"]
+
+
+def table_record(source: str, table: dict) -> dict:
+    """What results.json keeps of a run's table: which one (SHIPPED, NONE, or the file as given), the data sets it
+    holds and those it was built without (a leave-one-set-out run is told from the others by them)."""
+    return {"table": str(source), "data_sets": sorted(table.get("sets", {})),
+            "without": list(table.get("without", []))}
 
 
 class Evidence(NamedTuple):

@@ -60,6 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPUs each arm asks the Ray cluster for (default: %(default)g; with --ray-address)")
     p.add_argument("--arm-gpus", type=float_at_least(0), default=0.0, metavar="N", action=StoreGiven,
                    help="GPUs each arm asks the Ray cluster for (default: %(default)g; with --ray-address)")
+    p.add_argument("--prior", default="shipped", metavar="FILE",
+                   help="the table of earlier runs that orders the rungs, caps those it never saw pay and drops those "
+                   "that never came near the winner: a file as benchmarks/build_prior.py writes (from your own "
+                   "project's runs, or without this data set's runs, to judge auto on data it never saw), 'none' "
+                   "for the ladder's own order, or the one headswap ships (default: %(default)s); results.json "
+                   "records which")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_settings(p, skip=NOT_SETTINGS + AUTO_SETS, epochs=1)
 
@@ -74,6 +80,8 @@ def run(args) -> int:
             from headswap.errors import ConfigError
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name):g} is what each arm asks a Ray "
                               f"cluster for; it needs --ray-address (without it the arms take turns in this process)")
+    from headswap.auto.prior import read_table
+    read_table(args.prior)      # one line at once for a file that is no table, before the data is read
     if args.ray_address:     # one line at once for an address nothing answers at, before the data is read
         from headswap.auto.runners import check_reachable
         check_reachable(args.ray_address)
@@ -83,5 +91,6 @@ def run(args) -> int:
              test_fraction=args.test_fraction, text_column=args.text_column, label_column=args.label_column,
              lr_search=args.lr_search, more_epochs=args.more_epochs, blend=args.blend,
              started=getattr(args, "started", None), ray_address=args.ray_address, arm_cpus=args.arm_cpus, arm_gpus=args.arm_gpus,
+             prior=args.prior,
              **settings_from(args, skip=NOT_SETTINGS + AUTO_SETS))
     return 0

@@ -194,6 +194,7 @@ def auto_markdown(results: dict) -> str:
              f"Winner on validation: **{a['winner']['model_name']} · {a['winner']['strategy']} · "
              f"{a['winner']['regime']}**, saved to `{a.get('model_dir')}`"
              + ("" if a.get("exported") else f" (not exported: {a.get('not_exported_because')})") + ".", ""]
+    lines += prior_lines(a.get("prior"))
     lines += decisions_lines(a.get("decisions"))
     lines += [f"**Warning:** {w}" for w in a.get("warnings") or []] + ([""] if a.get("warnings") else [])
     data = results.get("meta", {}).get("data") or {}
@@ -259,6 +260,19 @@ def arms_markdown(a: dict) -> list[str]:
             md_num(c.get("validation_macro_f1"), ".4f"),
             c.get("stopped_because") or c.get("status"), c.get("reason") or "")) + " |")
     return lines
+
+
+def prior_lines(p: dict | None) -> list[str]:
+    """Which table of earlier runs ordered the rungs (headswap.auto.prior), in a sentence: a table built without some
+    data sets says so, a leave-one-set-out run's shows it."""
+    if not p or "table" not in p:     # a run before --prior recorded only the shipped table's size
+        return []
+    if p["table"] == "none":
+        return ["Prior: none (the ladder's own order; no rung capped or dropped).", ""]
+    which = "the shipped table" if p["table"] == "shipped" else f"`{p['table']}`"
+    without = f", built without {', '.join(p['without'])}" if p.get("without") else ""
+    runs = f"{p['runs']} run{'s' * (p['runs'] != 1)} on {', '.join(p['data_sets']) or 'no data set'}"
+    return [f"Prior: {which}, {runs}{without}; this data's shape: {p['shape']}.", ""]
 
 
 def decisions_lines(d: dict | None) -> list[str]:
