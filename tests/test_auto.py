@@ -152,12 +152,12 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
                    log=logs.append)
     base, *cands = results["auto"]["candidates"]
     assert base["winner"] and len(cands) == 5 and all(c["status"] == "skipped" for c in cands)
-    search = base["baseline_search"]      # the plain fit first, then what 5% of the 4 s allowed
-    assert (search["tried"][0]["linear"], search["tried"][0]["C"]) == ("logistic", 10.0)
+    search = base["baseline_search"]      # the cheap SVM first, then what 5% of the 4 s allowed: no logistic fit
+    assert (search["tried"][0]["linear"], search["tried"][0]["C"]) == ("svm", 1.0)
     assert base["reason"] == search["note"] and search["note"] in (root / "tight" / "results.md").read_text()
     assert any(line.startswith(f"  baseline {search['name']}: validation macro F1 ") for line in logs)
     assert all("budget" in c["reason"] or "left" in c["reason"] for c in cands), cands
-    assert [r["strategy"] for r in results["rows"]] == ["tfidf-logreg"]
+    assert [r["strategy"] for r in results["rows"]] == ["tfidf-linearsvc"] and search["linear"] == "svm"
     assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)
     assert results["auto"]["exported"] is False and "scikit-learn" in results["auto"]["not_exported_because"]
     assert any(line.startswith("  skip tiny-enc · encoder-mlp") for line in logs)

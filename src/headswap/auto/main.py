@@ -203,9 +203,9 @@ def _begin(run: Run, args: dict, command, fits: dict, unavailable: list[dict], s
 
 
 def _baseline(run: Run, candidates: list[Entry]):
-    """The TF-IDF baseline, always, first: the fallback when nothing else fits. Logistic regression, then other C and
-    a linear SVM while a small share of the budget allows, the best on validation kept (headswap.baseline.search).
-    Its row is the first candidate."""
+    """The TF-IDF baseline, always, first: the fallback when nothing else fits. A linear SVM, then other C and
+    logistic regression while a small share of the budget allows, the best on validation kept
+    (headswap.baseline.search). Its row is the first candidate."""
     from headswap.baseline.search import SHARE, tune_tfidf
 
     validation = run.data.validation
