@@ -13,12 +13,14 @@ from headswap.trials import DEFAULT_MODELS
 AUTO_SETS = ("time_limit",)     # auto gives each rung its own share of the budget
 
 HELP = "train what fits a time budget, pick the best on validation, save it (exported when it can be)"
-DESCRIPTION = ("Always trains the TF-IDF + logistic-regression baseline, then climbs a cost ladder: static, head-only "
+DESCRIPTION = ("Always trains a TF-IDF baseline (a linear SVM first, then other strengths and logistic regression "
+               "while a twentieth of the budget allows), then climbs a cost ladder: static, head-only "
                "heads on frozen features (logistic regression, linear, MLP; one encoding pass per model), fine-tuning, "
                "causal models last, each estimated from a short probe. The fine-tuning rungs and their learning-rate "
                "neighbours then compete by successive halving: short time-bounded slices, the worse half stops, the "
                "leader trains on until validation stops improving (no arm holds over a third of the budget unless it "
-               "leads); with --ray-address they run in parallel on a Ray cluster. Picks the best validation macro F1 (never test) and saves it as OUT/model (ONNX-"
+               "leads); with --ray-address they run in parallel on a Ray cluster. Picks the best validation macro F1 (never test; "
+               "candidates a paired bootstrap cannot tell apart are blended) and saves it as OUT/model (ONNX-"
                "exported for encoder strategies); scores only the winner and the baseline on the test set, once. "
                "Writes OUT/results.json, results.md, report.html.")
 
