@@ -152,12 +152,14 @@ def test_a_tight_budget_ships_the_baseline_and_says_why(world):
                    log=logs.append)
     base, *cands = results["auto"]["candidates"]
     assert base["winner"] and len(cands) == 5 and all(c["status"] == "skipped" for c in cands)
-    search = base["baseline_search"]      # the cheap SVM first, then what 5% of the 4 s allowed: no logistic fit
+    search = base["baseline_search"]      # the cheap SVM first, then what 5% of the 4 s allowed
     assert (search["tried"][0]["linear"], search["tried"][0]["C"]) == ("svm", 1.0)
     assert base["reason"] == search["note"] and search["note"] in (root / "tight" / "results.md").read_text()
     assert any(line.startswith(f"  baseline {search['name']}: validation macro F1 ") for line in logs)
     assert all("budget" in c["reason"] or "left" in c["reason"] for c in cands), cands
-    assert [r["strategy"] for r in results["rows"]] == ["tfidf-linearsvc"] and search["linear"] == "svm"
+    # (a logistic fit fits in 0.2 s on these texts on an idle machine, not always on a busy one: either may ship)
+    assert [r["strategy"] for r in results["rows"]] == [{"svm": "tfidf-linearsvc", "logistic": "tfidf-logreg"}[
+        search["linear"]]]
     assert isinstance(load_model(root / "tight" / "model"), TfidfClassifier)
     assert results["auto"]["exported"] is False and "scikit-learn" in results["auto"]["not_exported_because"]
     assert any(line.startswith("  skip tiny-enc · encoder-mlp") for line in logs)

@@ -126,7 +126,7 @@ def test_rungs_of_one_cost_share_a_probe_and_every_rung_ran_or_says_why(world, t
     probes = _probes(monkeypatch)
     results = auto(data, 600, models=[enc], strategies="encoder-mlp,similarity", out=tmp_path, progress=False,
                    log=lambda _: None, lr_search=False, more_epochs=False)
-    cands = results["auto"]["candidates"][1:]
+    cands = [c for c in results["auto"]["candidates"][1:] if c["tier"] != "blend"]     # (near ties blend after)
     assert [(c["tier"], c.get("rung")) for c in cands[:3]] == [("frozen", f"{name} head") for name, _, _ in FROZEN_HEADS]
     assert {c["tier"] for c in cands[3:]} == {"fine-tune"}
     assert all(c["status"] == "ran" and c["estimated_seconds"] >= 0 for c in cands), cands
