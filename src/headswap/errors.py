@@ -15,3 +15,8 @@ class ModelNotAvailable(HeadswapError):
 
 class ConfigError(HeadswapError, ValueError):
     """An option or combination of options that cannot work (e.g. colliding class first tokens)."""
+
+
+class TimeLimitReached(HeadswapError):
+    """A fit's time_limit passed while it was still encoding the texts it trains on (the frozen body's cached
+    features): nothing was trained, since a head fitted on part of the features would look complete."""

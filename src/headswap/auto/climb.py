@@ -300,6 +300,7 @@ class Climb:
 def train_one(rung: Rung, settings: dict, entry: Entry, train, validation, log):
     """Train one rung on train (best weights on validation) and record it in entry; the classifier, or None when
     it failed (recorded, never raised: one failure must not end the run)."""
+    from headswap.errors import TimeLimitReached
     from headswap.trials.plan import classifier_for
     from headswap.trials.rows import error_fields
 
@@ -313,6 +314,10 @@ def train_one(rung: Rung, settings: dict, entry: Entry, train, validation, log):
             entry.notes = list(clf.notes_)
         if clf.stopped_:
             entry.stopped = clf.stopped_
+    except TimeLimitReached as e:   # its frozen features were not all encoded in its time: no head was trained
+        entry.skip(f"stopped: {e}")
+        log(f"    stopped: {e}")
+        clf = None
     except Exception as e:
         entry.fail(error_fields(e), "failed while training")
         log(f"    failed: {entry.error}")

@@ -198,8 +198,8 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
         module, collate = self.module_, self.encoder_.collate
         if self.regime_ == "head-only" and module.feature_cacheable:
             # The frozen body gives each text the same features every epoch: compute them once. They are
-            # recomputed (identically) on resume; the checkpoint holds the head alone.
-            train_items, val_items, module, collate = self._on_features(train_items, val_items)
+            # recomputed (identically) on resume; the checkpoint holds the head alone. time_limit counts them in.
+            train_items, val_items, module, collate = self._on_features(train_items, val_items, cfg)
         elif self.head_fit == "logistic":
             raise ConfigError(f"head_fit 'logistic' needs a head trained on cached frozen features; strategy "
                               f"{self.strategy!r} with pooling {self.pooling!r} has none (use head_fit 'loop')")
@@ -239,22 +239,22 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
             self.validation_probas_ = [proba(np.asarray(per_text(l, windows, self.chunk_aggregate_), np.float32))
                                        for l in result.eval_logits]
 
-    def _on_features(self, train_items, val_items):
-        from headswap.nn.inference import cached_features
+    def _on_features(self, train_items, val_items, cfg):
+        from headswap.nn.inference import Deadline, cached_features
         from headswap.nn.classifier import HeadOnFeatures, collate_features
         from headswap.train.checkpoint import data_digest
 
-        body = body_key(self)
+        body, cfg.clock_start = body_key(self), time.perf_counter()
 
-        def cached(items, desc):
+        def cached(items, which):
             key = None if body is None else body + (data_digest([it["input_ids"] if isinstance(it, dict) and
                                                                  "input_ids" in it else it for it in items]),)
-            feats = cached_features(key, lambda: compute_features(self.module_, items, self.encoder_.collate,
-                                                                  self.eval_batch_size, self.progress, desc))
+            feats = cached_features(key, lambda: compute_features(
+                self.module_, items, self.encoder_.collate, self.eval_batch_size, self.progress,
+                f"caching {which} features", Deadline.of(cfg.clock_start, cfg.time_limit, f"the {which} texts")))
             return [{"features": f, "label": item["label"]} for f, item in zip(feats, items)]
-        val = cached(val_items, "caching validation features") if val_items else None
-        return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),
-                collate_features)
+        val = cached(val_items, "validation") if val_items else None
+        return cached(train_items, "training"), val, HeadOnFeatures(self.module_.head), collate_features
 
     def _validation_logits(self, items, logits, y):
         """One row per validation text; with chunk_aggregate 'auto', first the aggregation that scores better

@@ -60,6 +60,9 @@ class TrainConfig(RunSettings, TrainSettings):
     # The text encoder's max_length: the token ids trained on depend on it, so a resume checks it (and says so,
     # rather than that the training data differ). None: not known to the loop (a direct caller).
     max_length: int | None = None
+    # The time.perf_counter() time_limit counts from, where the fit started its clock before the loop (the encoding
+    # pass of cached features counts against it); None: the loop's start.
+    clock_start: float | None = None
 
     def __post_init__(self):
         if self.body_lr is None:
@@ -260,7 +263,8 @@ def fit(model: nn.Module, train_items: Sequence, collate: Callable, cfg: TrainCo
     steps_per_epoch = len(loader)
     run.begin(model, optimizer, scheduler, steps_per_epoch)
     best_logits, eval_logits, start = None, [], time.perf_counter()
-    deadline = None if cfg.time_limit is None else start + cfg.time_limit
+    deadline = None if cfg.time_limit is None else (start if cfg.clock_start is None else cfg.clock_start) + \
+        cfg.time_limit
     stopped = None     # why training ended before its last epoch (the time limit), for the log and the result
 
     def validated(entry: EpochLog) -> bool:

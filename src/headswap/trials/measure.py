@@ -15,6 +15,7 @@ from headswap.trials.plan import EVAL_FRACTION, PlannedRow, classifier_for
 from headswap.data.load import LabelledData
 from headswap.data.once import muted
 from headswap.data.sampling import stratified_subset
+from headswap.errors import TimeLimitReached
 from headswap.settings import defaults
 
 
@@ -177,7 +178,10 @@ def probe_timing(p: PlannedRow, train: LabelledData, settings: dict, batches: in
     clf = classifier_for(p, settings, epochs=2 if p.epochs else 0, eval_fraction=0.0, progress=False,
                       batch_size=len(sample) if batches == 1 else batch_size, time_limit=loop_limit)
     with muted():
-        clf.fit(sample.texts, sample.labels)
+        try:
+            clf.fit(sample.texts, sample.labels)
+        except TimeLimitReached as e:     # a frozen body's encoding pass counts against the loop's limit
+            raise ProbeTooSlow(str(e)) from e
     if p.epochs and (len(clf.history_) < 2 or clf.stopped_) or _over(t0, time_limit):
         raise ProbeTooSlow(f"timing {2 * per_epoch} training batches " + (
             f"took over {time_limit:.0f} s" if time_limit is not None else "gave fewer than two timed epochs"))
