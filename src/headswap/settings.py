@@ -169,9 +169,10 @@ class RunSettings:
     checkpoint_every: int = setting(0, "also checkpoint every N training steps inside an epoch, for runs longer "
                                     "than a sitting (0: at epoch ends only)", minimum=0, metavar="STEPS")
     resume: bool = setting(False, "continue from checkpoint_dir when it holds a complete checkpoint", cli=False)
-    time_limit: float | None = setting(None, "stop training after this many seconds of the training loop, keeping "
-                                       "the best weights validated so far (an interrupted epoch is still "
-                                       "validated; default: no limit)", above=0, metavar="SECONDS")
+    time_limit: float | None = setting(None, "stop training after this many seconds of the training loop (for "
+                                       "head-only on frozen features, their encoding pass included: one that "
+                                       "overruns it is an error), keeping the best weights validated so far (an "
+                                       "interrupted epoch is still validated; default: no limit)", above=0, metavar="SECONDS")
 
 
 def default_body_lr(regime: str) -> float:
