@@ -251,7 +251,7 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
                                                                  "input_ids" in it else it for it in items]),)
             feats = cached_features(key, lambda: compute_features(self.module_, items, self.encoder_.collate,
                                                                   self.eval_batch_size, self.progress, desc))
-            return [{"features": f, "label": item["label"]} for f, item in zip(feats, items)]
+            return [{"features": f, **{k: it[k] for k in ("label", "text") if k in it}} for f, it in zip(feats, items)]
         val = cached(val_items, "caching validation features") if val_items else None
         return (cached(train_items, "caching training features"), val, HeadOnFeatures(self.module_.head),
                 collate_features)
