@@ -10,7 +10,8 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from headswap.train.logistic import C_GRID, cv_folds, fit_logistic_head, macro_f1_score
+from headswap.train import logistic
+from headswap.train.logistic import C_GRID, cv_folds, cv_sample, fit_logistic_head, macro_f1_score
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -110,3 +111,19 @@ def test_a_chunked_texts_windows_share_a_fold():
         assert not set(groups[train]) & set(groups[test])
     assert cv_folds(y[:12], groups[:12])[1] is None
     assert cv_folds(np.repeat([0, 1], [3, 6]), np.repeat([0, 1, 2], 3)) == (None, "class 0 has 1 training text")
+
+
+def test_a_large_training_set_is_cross_validated_on_a_sample_and_refit_on_all(rigged, monkeypatch):
+    monkeypatch.setattr(logistic, "CV_TEXTS", 30)
+    y = np.repeat([0, 1, 2], [100, 50, 3])
+    assert np.bincount(y[cv_sample(y, None, 0)]).tolist() == [20, 10, 3]    # shares of 30; a small class whole
+    windows = np.repeat(y, 2), np.repeat(np.arange(len(y)), 2)             # each text as two windows
+    kept = cv_sample(*windows, 0)
+    assert np.bincount(windows[0][kept]).tolist() == [40, 20, 6] and np.all(np.bincount(windows[1][kept]) % 2 == 0)
+    x, y, _, _, scaler, fits = rigged
+    lines, head = [], torch.nn.Linear(D, K)
+    history, best, _, _ = fit_logistic_head(head, _items(x, y), 0, log=lines.append)
+    assert "(5 folds of 30 texts, " in lines[0] and "refit on every training text" in lines[-1]
+    with torch.no_grad():
+        ours = torch.softmax(head(torch.tensor(x, dtype=torch.float32)), -1).numpy()
+    assert np.allclose(ours, fits[C_GRID[best]].predict_proba(scaler.transform(x)), atol=2e-3)
