@@ -92,12 +92,12 @@ def test_the_logistic_head_is_scikit_learns_logistic_regression_folded_into_a_li
     train_feats = next(f for f in store.values() if len(f) == len(TEXTS[::2]))
     x = train_feats.double().numpy()
     y = np.array([clf.labels_.index(lab) for lab in LABELS[::2]])
-    best = clf.history_[[h["score"] for h in clf.history_].index(max(h["score"] for h in clf.history_))]
-    c = (0.1, 1.0, 10.0)[best["epoch"] - 1]
+    c = (0.1, 1.0, 10.0)[clf.best_epoch_ - 1]
     scaler = StandardScaler().fit(x)
     ref = LogisticRegression(C=c, max_iter=1000, random_state=0).fit(scaler.transform(x), y)
     ours = clf.predict_proba(TEXTS[::2])     # within what its validation texts earn (headswap.decisions.earned)
-    assert np.allclose(ours, clf.temperature_step_.earned.clip(ref.predict_proba(scaler.transform(x))), atol=1e-4)
+    # within L-BFGS's tolerance of a cold fit: ours starts from the cross-validation folds' mean (1.3e-4 apart here)
+    assert np.allclose(ours, clf.temperature_step_.earned.clip(ref.predict_proba(scaler.transform(x))), atol=5e-4)
     clf.save(tmp_path / "m")
     assert np.array_equal(load_model(tmp_path / "m", progress=False).predict_proba(TEXTS), clf.predict_proba(TEXTS))
 

@@ -252,7 +252,7 @@ class TextClassifier(FittedAttributes, ClassifierMixin, BaseEstimator):
             feats = cached_features(key, lambda: compute_features(
                 self.module_, items, self.encoder_.collate, self.eval_batch_size, self.progress,
                 f"caching {which} features", Deadline.of(cfg.clock_start, cfg.time_limit, f"the {which} texts")))
-            return [{"features": f, "label": item["label"]} for f, item in zip(feats, items)]
+            return [{"features": f, **{k: it[k] for k in ("label", "text") if k in it}} for f, it in zip(feats, items)]
         val = cached(val_items, "validation") if val_items else None
         return cached(train_items, "training"), val, HeadOnFeatures(self.module_.head), collate_features
 

@@ -107,7 +107,7 @@ def rung_note(c: dict) -> str:
     if c.get("best_epoch") is not None and c.get("status") == "ran" and c.get("tier") not in ("baseline", None):
         if c.get("head_fit") == "logistic":    # its "epochs" are the strengths C tried (headswap.train.logistic)
             from headswap.train.logistic import C_GRID
-            parts.append(f"C {C_GRID[c['best_epoch'] - 1]:g} chosen on validation")
+            parts.append(f"C {C_GRID[c['best_epoch'] - 1]:g} chosen")     # by cross-validation on training, mostly
         else:
             parts.append(f"best epoch {c['best_epoch']}")
     return "; ".join(p for p in parts if p)

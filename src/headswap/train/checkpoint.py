@@ -59,6 +59,7 @@ class EpochLog:
     score: float | None = None
     steps: int = 0                                # batches this process trained on in this epoch
     val_loss: float | None = None                 # validation cross-entropy (single-label): breaks ties of score
+    cv_score: float | None = None                 # a logistic head's C: its cross-validated score on training data
 
 
 def better_than(score, loss, best_score, best_loss) -> bool:
