@@ -127,3 +127,18 @@ def test_a_large_training_set_is_cross_validated_on_a_sample_and_refit_on_all(ri
     with torch.no_grad():
         ours = torch.softmax(head(torch.tensor(x, dtype=torch.float32)), -1).numpy()
     assert np.allclose(ours, fits[C_GRID[best]].predict_proba(scaler.transform(x)), atol=2e-3)
+
+
+def test_the_model_card_shows_each_c_cross_validated_and_only_the_kept_one_validated(tmp_path):
+    # a logistic head's history: one entry per C, only the kept one validated (saving such a model raised a
+    # TypeError formatting the others' score None, and `headswap train --head-fit logistic` lost the model)
+    from headswap.saved.model_card import write_model_card
+
+    hist = [{"epoch": i + 1, "train_loss": 0.5 - i / 10, "score": 0.9 if i == 1 else None, "cv_score": 0.8 + i / 100}
+            for i in range(3)]
+    config = {"params": {"model": "m", "strategy": "encoder-mlp", "epochs": 1}, "regime": "head-only",
+              "labels": ["a", "b"], "history": hist}
+    write_model_card(tmp_path / "README.md", config, {"trainable_params": 10, "total_params": 100})
+    card = (tmp_path / "README.md").read_text()
+    assert "| epoch | train loss | validation score | cross-validated |" in card
+    assert "| 1 | 0.5000 | – | 0.8000 |" in card and "| 2 | 0.4000 | 0.9000 | 0.8100 |" in card

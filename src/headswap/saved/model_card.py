@@ -39,7 +39,17 @@ def write_model_card(path: Path, config: dict, summary: dict) -> None:
             lines.append(f"- `{b['positive_label']}`: precision {b['precision']:.4f}, recall {b['recall']:.4f}, "
                          f"F1 {b['f1']:.4f}")
     hist = config.get("history") or []
-    if hist and hist[-1].get("score") is not None:
-        lines += ["", "## Validation during training", "", "| epoch | train loss | validation score |", "|---|---|---|"]
-        lines += [f"| {h['epoch']} | {h['train_loss']:.4f} | {h['score']:.4f} |" for h in hist]
+    if any(h.get("score") is not None for h in hist):
+        # a logistic head's entries are its C values, cross-validated on the training texts; only the kept one is
+        # validated (headswap.train.logistic)
+        cv = any(h.get("cv_score") is not None for h in hist)
+        lines += ["", "## Validation during training", "",
+                  "| epoch | train loss | validation score |" + (" cross-validated |" if cv else ""),
+                  "|---|---|---|" + ("---|" if cv else "")]
+        lines += [f"| {h['epoch']} | {h['train_loss']:.4f} | {_cell(h.get('score'))} |"
+                  + (f" {_cell(h.get('cv_score'))} |" if cv else "") for h in hist]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _cell(value) -> str:
+    return "–" if value is None else f"{value:.4f}"
