@@ -346,6 +346,26 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
     assert row.priced_out[0].startswith("m2 · tfidf-logreg · full · r2 (shipping it too: ")
 
 
+def test_when_the_baseline_leads_and_every_candidate_is_priced_out_the_blend_row_says_so():
+    # a busy one-minute run: the MiniLM heads tied TF-IDF's 1.0, but exporting one did not fit in the 7.6 s left,
+    # and nothing said why no blend was tried
+    from headswap.auto.budget import Budget
+    from headswap.auto.ship import blend_winner
+
+    texts = [f"{SPAM[i % 3]} {i}" for i in range(30)] + [f"{HAM[i % 4]} {i}" for i in range(60)]
+    labels = ["spam"] * 30 + ["ham"] * 60
+    validation = from_lists(texts[::3], labels[::3])
+    baseline = TfidfClassifier().fit(texts, labels)
+    models, entries = [TfidfClassifier(C=0.1).fit(texts[1::2], labels[1::2])], _kept(1)
+    climb = _climb(validation, Reserves({"rung 0": 500.0}), Budget(100.0, lambda: 0.0, 0.0), models, entries)
+    candidates, logs = [TFIDF_ROW], []
+    best, entry = blend_winner(baseline, TFIDF_ROW, climb, baseline, validation, candidates, logs.append)
+    assert best is baseline and entry is TFIDF_ROW
+    row = candidates[-1]
+    assert row.tier == "blend" and row.status == "skipped" and "m0" in row.reason and "shipping it too" in row.reason
+    assert any(line.startswith("  blend not tried: the time left pays for shipping none") for line in logs)
+
+
 def test_a_blend_is_chosen_first_and_its_least_weighted_dear_member_left_out_while_shipping_them_does_not_fit(
         monkeypatch):
     """Shipping is priced on what the blend takes, not in the pool's order: the pool's second best, which the blend

@@ -163,7 +163,12 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     t0 = time.perf_counter()
     left = climb.budget.left()      # recorded: whether the arms left the room they kept for a second member
     offered, price, priced_out = _offered(best, entry, mine, climb, baseline, candidates[0], validation)
-    if len(offered) < 2:        # the baseline leads and no candidate was kept beside it: nothing to blend
+    if len(offered) < 2:        # the baseline leads and no candidate beside it can ship: nothing to blend
+        if priced_out:
+            row.skip("not tried: the time left pays for shipping none of the candidates to blend with: "
+                     + ", ".join(priced_out))
+            candidates.append(row)
+            log(f"  blend {row.reason}")
         return best, entry
     chosen, cols = _choose(best, offered, price, priced_out, y, list(index), prior, climb.budget)
     line = _record(row, chosen, offered, candidates[0], priced_out, left, t0)
