@@ -37,7 +37,10 @@ def signalled(argv, ready, sig, limit: float = 240.0, stdin=None):
     import tempfile
     import time
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    # PYTHONFAULTHANDLER: a crash (a segmentation fault in native code) prints where each thread was to the
+    # stderr the failing assertion shows.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+           "PYTHONFAULTHANDLER": "1"}
     with tempfile.TemporaryFile("a+") as err:     # O_APPEND: the child writes at the end whatever we read
         p = subprocess.Popen([sys.executable, "-m", "headswap.cli", *argv], env=env, stderr=err,
                              stdout=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)

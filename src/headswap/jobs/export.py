@@ -21,6 +21,7 @@ from pathlib import Path
 from headswap.saved import model_dir
 from headswap.saved.atomic import sha256_of, umask
 from headswap.errors import HeadswapError
+from headswap.interrupts import held
 from headswap.decisions.oos_scores import STATS_FILE
 from headswap.classifier.runtime import EXPORT_FORMATS, QUANTIZE, OnnxRunner, import_onnxruntime
 
@@ -166,7 +167,7 @@ def _trace(module, inputs: list[str], batch: dict, path: Path, features: bool = 
     if inputs != ["input_ids", "attention_mask", "token_type_ids"][:len(inputs)]:
         raise HeadswapError(f"cannot export a model whose batches hold {inputs}")
     dims = {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}
-    with warnings.catch_warnings(), torch.inference_mode():
+    with held(), warnings.catch_warnings(), torch.inference_mode():
         warnings.simplefilter("ignore")
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
         try:
