@@ -74,3 +74,28 @@ def test_tfidf_search_measures_a_folder_of_ones_own_and_writes_only_under_out(tm
     assert doc["search_seconds"] == 30.0 and len(doc["load_before"]) == 3
     with pytest.raises(SystemExit, match="neither a folder with train.csv"):
         tfidf_search.main(["--data", str(tmp_path / "none"), "--out", str(out)])
+
+
+def test_candidates_on_test_scores_every_kept_candidate_on_the_file_it_names(tmp_path):
+    """A folder with train.csv and validation.csv, scored on validation.csv (as for CLINC150): auto holds a tenth of
+    train out instead, and the leaderboard's test column is each candidate's macro F1 on validation.csv."""
+    from tiny_models import make_tiny_encoder
+    spec = importlib.util.spec_from_file_location("candidates_on_test", ROOT / "benchmarks" / "candidates_on_test.py")
+    candidates_on_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(candidates_on_test)
+    enc = make_tiny_encoder(tmp_path / "enc")
+    data, out = tmp_path / "tickets", tmp_path / "out"
+    data.mkdir()
+    topics = {"bill": "invoice charge refund payment", "bug": "crash error broken freeze"}
+    for name, n in (("train.csv", 30), ("validation.csv", 8)):
+        rows = [f"my {words.split()[i % 4]} again {i},{label}\n" for i in range(n) for label, words in topics.items()]
+        (data / name).write_text("text,label\n" + "".join(rows))
+    assert candidates_on_test.main(["--data", str(data), "--test", "validation.csv", "--budget", "30s", "--models",
+                                    str(enc), "--prior", "none", "--out", str(out)]) == 0
+    doc = json.loads((out / "leaderboard.json").read_text())
+    run = json.loads((out / "run" / "results.json").read_text())
+    assert run["meta"]["data"]["validation"]["rows"] == 6         # a tenth of train.csv, not validation.csv
+    scored = [r for r in doc["rows"] if r["test_macro_f1"] is not None]
+    assert {r["model"] for r in scored} >= {"tfidf"} and len(scored) >= 2, doc["rows"]
+    assert all(0 <= r["test_macro_f1"] <= 1 for r in scored)
+    assert candidates_on_test.main(["--data", str(data), "--test", "nope.csv", "--out", str(out)]) == 2
