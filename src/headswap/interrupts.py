@@ -1,9 +1,10 @@
 """Stops (SIGTERM, Ctrl-C) held back while native code that calls back into Python runs.
 
 Python runs a signal's handler in the main thread at the next bytecode, wherever that is. Inside torch.export's
-tracer (dynamo's frame hooks, fake tensors) that is between C++ calls that expect to finish: a SIGTERM raised there
-as an exception once ended `headswap export` with a segmentation fault instead of its cleanups (CI, under load).
-Held, the stop takes effect when the block ends: the same handler, the same cleanups, a few seconds later.
+tracer (dynamo's frame hooks, fake tensors) that is between C++ calls that expect to finish. A SIGTERM once ended
+`headswap export` with a segmentation fault instead of its cleanups (CI, under load; not reproduced in 80 tries
+since), and the tracer is where an exception raised by a handler is least safe. Held, the stop takes effect when
+the block ends: the same handler, the same cleanups, a few seconds later.
 """
 
 from __future__ import annotations
