@@ -56,3 +56,12 @@ def test_outside_the_main_thread_the_block_runs_as_it_is(sigterm_raises):
     t.start()
     t.join()
     assert seen == [stop]
+
+
+def test_a_sigterm_that_came_as_the_block_failed_still_reaches_its_handler(sigterm_raises):
+    _, got = sigterm_raises
+    with pytest.raises(RuntimeError, match="stopped"):
+        with held():
+            signal.raise_signal(signal.SIGTERM)
+            raise ValueError("the block failed")
+    assert got == [signal.SIGTERM]

@@ -17,21 +17,31 @@ HELD = (signal.SIGTERM, signal.SIGINT)
 
 
 @contextmanager
-def held():
-    """Run the block with SIGTERM and SIGINT held: one that arrives inside is re-raised, to whatever handler was in
-    place (the CLI's Terminated, KeyboardInterrupt, the default end of the process), as the block ends. Outside the
+def handling(handlers: dict):
+    """Run the block with these signal handlers ({signal: handler}), those before put back as it ends. Outside the
     main thread (where handlers cannot be set) the block runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    arrived: list[int] = []
-    # A handler set outside Python (getsignal None) could not be put back: such a signal is left as it is.
-    before = {s: signal.signal(s, lambda signum, frame: arrived.append(signum))
-              for s in HELD if signal.getsignal(s) is not None}
+    before = {s: signal.signal(s, h) for s, h in handlers.items()}
     try:
         yield
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def held():
+    """Run the block with SIGTERM and SIGINT held: one that arrives inside is re-raised, to whatever handler was in
+    place (the CLI's Terminated, KeyboardInterrupt, the default end of the process), as the block ends. Outside the
+    main thread the block runs as it is."""
+    arrived: list[int] = []
+    # A handler set outside Python (getsignal None) could not be put back: such a signal is left as it is.
+    try:
+        with handling({s: lambda signum, frame: arrived.append(signum)
+                       for s in HELD if signal.getsignal(s) is not None}):
+            yield
+    finally:    # a stop that came as the block failed still stops
         for s in dict.fromkeys(arrived):     # once each, in the order they came
             signal.raise_signal(s)

@@ -12,11 +12,10 @@ import os
 import re
 import signal
 import sys
-import threading
 import time
-from contextlib import contextmanager
 
 from headswap.errors import HeadswapError
+from headswap.interrupts import handling
 
 COMMANDS = ("demo", "train", "eval", "predict", "explain", "export", "distill", "bench", "auto", "audit", "suggest",
             "serve", "models")
@@ -69,18 +68,6 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-@contextmanager
-def _sigterm_as_interrupt():
-    if threading.current_thread() is not threading.main_thread():    # signal handlers belong to the main thread
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def main(argv: list[str] | None = None) -> int:
     """argv None: the process's own command line, and the process ends when this returns."""
     # When the command started, for a time budget (auto's): the process's start when it is this command, so Python's
@@ -94,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     args.started = started
     try:
-        with _sigterm_as_interrupt():
+        with handling({signal.SIGTERM: _on_sigterm}):
             return args.func(args)
     except HeadswapError as e:
         print(f"headswap {args.command}: error: {e}", file=sys.stderr)
