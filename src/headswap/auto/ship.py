@@ -151,11 +151,14 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     index = {str(lab): k for k, lab in enumerate(best.labels_)}
     y = np.array([index[str(v)] for v in validation.labels]) if leans or not why else None
     prior = class_shares(train_labels, index) if leans else None
+    def not_tried(why: str) -> None:
+        row.skip(why)
+        candidates.append(row)
+        log(f"  blend not tried: {why}")
+
     if why or not blend:
         if why:
-            row.skip(why)
-            candidates.append(row)
-            log(f"  blend not tried: {why}")
+            not_tried(why)
         if prior is not None and mine is not None:
             chosen = select([mine.proba], y, list(index), picked_from=[mine.picked_from], prior=prior)
             lean_decisions(best, entry, mine.proba, chosen, y, prior, summary, log)
@@ -165,10 +168,7 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     offered, price, priced_out = _offered(best, entry, mine, climb, baseline, candidates[0], validation)
     if len(offered) < 2:        # the baseline leads and no candidate beside it can ship: nothing to blend
         if priced_out:
-            row.skip("not tried: the time left pays for shipping none of the candidates to blend with: "
-                     + ", ".join(priced_out))
-            candidates.append(row)
-            log(f"  blend {row.reason}")
+            not_tried("the time left pays for shipping none of the candidates to blend with: " + ", ".join(priced_out))
         return best, entry
     chosen, cols = _choose(best, offered, price, priced_out, y, list(index), prior, climb.budget)
     line = _record(row, chosen, offered, candidates[0], priced_out, left, t0)
