@@ -15,24 +15,14 @@ prints the table.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
 from pathlib import Path
 
 from headswap import AutoClassifier
+from headswap.data.load import load_dataset
 from headswap.errors import HeadswapError
-
-
-def read(path: Path) -> tuple[list[str], list[str]]:
-    if not path.is_file():
-        raise HeadswapError(f"{path}: no such file")
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"text", "label"} <= set(rows[0]):
-        raise HeadswapError(f"{path} needs text and label columns and at least one row")
-    return [r["text"] for r in rows], [r["label"] for r in rows]
 
 
 def main(argv=None) -> int:
@@ -46,18 +36,19 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, type=Path)
     args = p.parse_args(argv)
     try:
-        test = args.data / args.test
-        X, y = read(args.data / "train.csv")
-        Xt, yt = read(test)
+        test, val = args.data / args.test, args.data / "validation.csv"
+        train, scored = load_dataset(args.data / "train.csv"), load_dataset(test)
         # validation.csv is what auto chooses on, unless it is the file scored
-        val = args.data / "validation.csv"
-        Xv, yv = read(val) if val.is_file() and val != test else (None, None)
+        X_val = y_val = None
+        if val.is_file() and val != test:
+            chosen_on = load_dataset(val)
+            X_val, y_val = chosen_on.texts, chosen_on.labels
         args.out.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         clf = AutoClassifier(budget=args.budget, models=args.models, strategies=args.strategies, blend=False,
                              lr_search=False, progress=False, prior=args.prior, out=str(args.out / "run"))
-        clf.fit(X, y, Xv, yv)
-        board = clf.leaderboard(Xt, yt)
+        clf.fit(train.texts, train.labels, X_val, y_val)
+        board = clf.leaderboard(scored.texts, scored.labels)
     except HeadswapError as e:
         print(f"candidates_on_test: error: {e}", file=sys.stderr)
         return 2
