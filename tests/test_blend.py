@@ -293,12 +293,13 @@ def test_when_the_baseline_leads_candidates_tied_with_it_are_blended_and_the_ble
 
 
 class Reserves:
-    """What shipping a candidate takes, by the rung it ran (all the blend asks of auto's cost model: Costs.reserve)."""
+    """What shipping a candidate in a blend takes, by the rung it ran (all the blend asks of auto's cost model:
+    Costs.torch_reserve, saved for torch; its export is asked for later)."""
 
     def __init__(self, seconds: dict):
         self.seconds = seconds
 
-    def reserve(self, rung) -> float:
+    def torch_reserve(self, rung) -> float:
         return self.seconds[rung]
 
 
@@ -347,7 +348,7 @@ def test_a_candidate_joins_the_blend_only_while_the_time_left_pays_for_shipping_
 
 
 def test_when_the_baseline_leads_and_every_candidate_is_priced_out_the_blend_row_says_so():
-    # a busy one-minute run: the MiniLM heads tied TF-IDF's 1.0, but exporting one did not fit in the 7.6 s left,
+    # a busy one-minute run: the MiniLM heads tied TF-IDF's 1.0, but shipping one did not fit in the time left,
     # and nothing said why no blend was tried
     from headswap.auto.budget import Budget
     from headswap.auto.ship import blend_winner

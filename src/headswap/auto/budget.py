@@ -105,6 +105,11 @@ class Budget:
         """What is left less the finish, the room to ship (the best so far's, or `ship`) and the margin."""
         return self.left() - self.finish - (self.ship if ship is None else ship) - self.margin
 
+    def stopwatch(self) -> Callable[[], float]:
+        """A step's own duration on the run's clock: call what this returns when the step ends."""
+        start = self.clock()
+        return lambda: self.clock() - start
+
     def over(self) -> bool:
         """Whether only the margin is left."""
         return self.left() <= self.margin

@@ -123,12 +123,13 @@ class Climb:
         if self.costs.probe(rung) is not None:
             return True
         guess = self.probe_seconds.get(rung.model, PROBE_GUESS.get(rung.kind, 30.0))
+        measured = rung.model in self.probe_seconds
         # A probe that does not finish in its limit is stopped between steps and says the rung is too dear.
-        spare, limit = self.budget.probe_room(guess, most, measured=rung.model in self.probe_seconds)
-        if limit is None:
+        spare, limit = self.budget.probe_room(guess, most, measured=measured)
+        if limit is None:      # (a guess not measured is refused for the time left alone: Budget.probe_room)
             share = self.budget.probe_share()
             self.skip(entry, f"not timed: timing it takes about {duration(guess)}, over the {duration(share)} a probe "
-                             f"may take (a tenth of the budget)" if guess > share else
+                             f"may take (a tenth of the budget)" if measured and guess > share else
                              f"not timed: {shown(spare)} left to spend, and timing it takes about {duration(guess)}")
             return False
         # Frozen rungs are timed with the loop-trained head (what their epochs cost) on one batch: their probe's

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 
 from headswap.trials.plan import PlannedRow, plan_bench
@@ -119,6 +120,20 @@ def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: st
     # Stable: within a tier the plan's order (models as given, strategies as listed) until estimates re-sort it.
     rungs.sort(key=lambda r: (order[r.tier], r.regime != "head-only"))
     return rungs, skipped
+
+
+def busy_factor() -> float:
+    """How many times longer CPU-bound work takes now than on cores of its own: the runnable tasks per core over the
+    last minute (os.getloadavg; auto's own threads count, so a run alone on its cores reads 1), at least 1; 1 where
+    the platform cannot tell. The cost model's shipping figures were measured on idle cores: beside `make test`
+    (load 4.3-5.6 on 2 cores) MiniLM's ONNX export took 13-16 s where 7.5 s were priced, and a one-minute run ended
+    at 102% of its budget."""
+    try:
+        load = os.getloadavg()[0]
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    except (OSError, AttributeError):
+        return 1.0
+    return max(1.0, load / max(cores or 1, 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -226,10 +241,16 @@ class Costs:
         return self.forward_pass(rung) * ((blocks - rung.last_n) / blocks if blocks > rung.last_n else 1.0)
 
     def reserve(self, rung: Rung) -> float:
-        """What must stay free for the rung to be shipped if it wins (or joins a blend): saving/exporting it, then
-        loading it back and scoring test. Blending needs no pass over validation: each candidate kept its
-        probabilities there."""
+        """What must stay free for the rung to be shipped if it wins: saving/exporting it, then loading it back and
+        scoring test. Blending needs no pass over validation: each candidate kept its probabilities there."""
         return self.save_seconds(rung) + self.reload_seconds(rung)
+
+    def torch_reserve(self, rung: Rung) -> float:
+        """What shipping the rung as a member of a blend must have: saving it for torch, loading it back, scoring
+        test. Its ONNX export is optional, asked of the budget when it comes (headswap.auto.ship.Prices.export): a
+        one-minute run on loaded cores priced each MiniLM head at its 8-s export, had 11 s left, and shipped TF-IDF
+        alone where saving the heads for torch took a second each."""
+        return self.torch_save_seconds(rung) + self.reload_seconds(rung)
 
     def _load(self, rung: Rung) -> float:
         p = self.probe(rung)
@@ -239,10 +260,14 @@ class Costs:
         """Saving the rung's model, and exporting it to ONNX where its strategy can be: from the load its probe
         measured (the export is the optional part ship.Prices asks the budget about)."""
         load = self._load(rung)
-        ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else 2 * load
+        ship = max(2.0, SHIP_LOADS * load) if get(rung.strategy).exportable else self.torch_save_seconds(rung)
         if get(rung.strategy).exportable and rung.kind == "encoder" and rung.tier != "static":   # traced by block
             ship = max(ship, EXPORT_SECONDS + EXPORT_SECONDS_PER_BLOCK * _blocks(rung.model))
         return ship
+
+    def torch_save_seconds(self, rung: Rung) -> float:
+        """Saving the rung's model for torch, not exported: twice its load."""
+        return 2 * self._load(rung)
 
     def reload_seconds(self, rung: Rung) -> float:
         """Loading the saved model back and scoring it on test, from its probe's measured load and inference."""

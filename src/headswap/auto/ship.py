@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 @dataclass
 class Prices:
     """Shipping's optional steps (the blend, each ONNX export) priced from what the run measured: Costs.save_seconds
-    and reload_seconds of each shipped model's rung, from the load and inference its probe timed. Each step asks the
+    and reload_seconds of each shipped model's rung, from the load and inference its probe timed, on cores as busy as
+    now (ladder.busy_factor), an export no less than this run's last export of that model took. Each step asks the
     budget before it starts; one that does not fit is skipped, said in the log and in results.json's
-    auto.shipping.skipped, and what the run has ships."""
+    auto.shipping.skipped, and what the run has ships: a model not exported is saved for torch."""
     budget: Budget
     costs: Costs | None = None
     rungs: dict = field(default_factory=dict)      # id(model) -> the rung it ran, for each model priced
+    took: dict = field(default_factory=dict)       # model name -> seconds its last export took in this run
 
     @classmethod
     def of(cls, best, entry: Entry, budget: Budget, costs: Costs | None) -> Prices:
@@ -45,11 +47,24 @@ class Prices:
 
     def reload(self) -> float:
         """Loading every priced model back and scoring test: what follows any export."""
-        return sum(self.costs.reload_seconds(r) for r in self.rungs.values())
+        from headswap.auto.ladder import busy_factor
+        return busy_factor() * sum(self.costs.reload_seconds(r) for r in self.rungs.values())
 
     def shipping(self) -> float:
-        """Saving (and exporting) and reloading every priced model: shipping them as they are."""
-        return sum(self.costs.save_seconds(r) for r in self.rungs.values()) + self.reload()
+        """Saving every priced model for torch and reloading it: shipping them as they are, not exported."""
+        return sum(self.costs.torch_save_seconds(r) for r in self.rungs.values()) + self.reload()
+
+    def export_seconds(self, rung) -> float:
+        """Saving and exporting `rung`'s model: its price on cores as busy as now, or what its model's last export in
+        this run took, whichever is more (two frozen heads on one body export the body twice)."""
+        from headswap.auto.ladder import busy_factor
+        return max(busy_factor() * self.costs.save_seconds(rung), self.took.get(rung.model, 0.0))
+
+    def exported(self, model, seconds: float) -> None:
+        """`model`'s export took `seconds`: the next export of its body is priced no lower."""
+        rung = self.rungs.get(id(model))
+        if rung is not None:
+            self.took[rung.model] = seconds
 
     def blend(self) -> str | None:
         """Why no blend is tried (None: it may be): it adds members to ship, and is tried only while what is left
@@ -62,10 +77,10 @@ class Prices:
     def export(self, model) -> str | None:
         """Why `model` is not exported to ONNX for want of time (None: its export fits, or nothing prices it)."""
         rung = self.rungs.get(id(model))
-        if rung is None or self.budget.affords(self.costs.save_seconds(rung), self.reload()):
+        if rung is None or self.budget.affords(self.export_seconds(rung), self.reload()):
             return None
         return self._skip("onnx export", f"not exported to ONNX for want of time: exporting it takes about "
-                                         f"{duration(self.costs.save_seconds(rung))} and loading it back and scoring "
+                                         f"{duration(self.export_seconds(rung))} and loading it back and scoring "
                                          f"test {duration(self.reload())}, and {shown(self.budget.left())} are left "
                                          f"besides the finish")
 
@@ -114,10 +129,13 @@ def _write_winner(winner, folder: Path, quantize: str, log, prices: Prices | Non
     from headswap.jobs.export import export
 
     staging = Path(tempfile.mkdtemp(prefix=".model-torch-", dir=folder.parent))
+    took = prices.budget.stopwatch() if prices is not None else None
     try:
         winner.save(staging)
         try:
             entry = export(staging, folder, quantize=quantize)
+            if took is not None:
+                prices.exported(winner, took())
         except Exception as e:  # the trained winner must not be lost to a failed export: ship it on torch
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(staging, folder)
@@ -136,9 +154,10 @@ def blend_winner(best, entry: Entry, climb, baseline, validation, candidates: li
     TF-IDF baseline, chosen on their validation probabilities by greedy ensemble selection
     (headswap.baseline.blend.select) and kept only when held-out folds of validation prefer it to the best alone
     (not tried when `blend` is False). The blend is chosen first; while the time left does not pay for shipping its
-    members too (Costs.reserve of their rungs), its least-weighted dear member is left out and the blend chosen
-    again. Given the training texts' labels, what ships then has its decisions leaned toward the rarer classes where
-    the same folds prefer that (lean_decisions; what it found goes in summary["decisions"])."""
+    members too (Costs.torch_reserve of their rungs: saved for torch, each export asked for when it comes), its
+    least-weighted dear member is left out and the blend chosen again. Given the training texts' labels, what
+    ships then has its decisions leaned toward the rarer classes where the same folds prefer that (lean_decisions;
+    what it found goes in summary["decisions"])."""
     from headswap.baseline.blend import select
     from headswap.decisions.balance import class_shares
 
@@ -210,7 +229,7 @@ def _offered(best, entry: Entry, mine, climb, baseline, baseline_entry: Entry, v
     for c in climb.pool:
         if c is mine:
             continue
-        cost = climb.costs.reserve(c.entry.plan) if c.entry.plan is not None else 0.0
+        cost = climb.costs.torch_reserve(c.entry.plan) if c.entry.plan is not None else 0.0
         if climb.budget.spare_to_ship(cost) < 0:        # not even beside the best alone
             priced_out.append(f"{c.entry.label} (shipping it too: {duration(cost)})")
             continue
