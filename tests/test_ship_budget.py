@@ -174,3 +174,24 @@ def test_a_run_that_reaches_shipping_late_ships_its_winner_for_torch_and_ends_wi
     assert a["winner"]["strategy"] == "encoder-mlp" and a["budget_used"] <= 1.0
     saved = json.loads((root / "late" / "results.json").read_text())["auto"]["shipping"]["skipped"]
     assert saved == a["shipping"]["skipped"]
+
+
+def test_the_busy_factor_reads_the_more_loaded_of_the_last_minute_and_now(monkeypatch):
+    """Runnable tasks per core, at least 1: a load that has just begun shows in the tasks running now before the
+    minute's average catches up."""
+    import os
+
+    monkeypatch.undo()      # the real busy_factor, the machine's readings faked
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 2.0, 1.0))
+    monkeypatch.setattr(ladder, "_running_now", lambda: 2.0)
+    assert ladder.busy_factor() == pytest.approx(2.25)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 0.5, 0.2))
+    monkeypatch.setattr(ladder, "_running_now", lambda: 5.0)
+    assert ladder.busy_factor() == pytest.approx(2.5)
+    monkeypatch.setattr(ladder, "_running_now", lambda: 1.0)
+    assert ladder.busy_factor() == 1.0          # a run alone on its cores
+
+
+def test_the_tasks_running_now_include_the_reader():
+    assert ladder._running_now(samples=3, every=0.0) >= 1.0 or not Path("/proc/loadavg").is_file()

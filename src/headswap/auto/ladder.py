@@ -123,17 +123,33 @@ def plan_ladder(model_kinds: dict[str, str], strategies, epochs: int, regime: st
 
 
 def busy_factor() -> float:
-    """How many times longer CPU-bound work takes now than on cores of its own: the runnable tasks per core over the
-    last minute (os.getloadavg; auto's own threads count, so a run alone on its cores reads 1), at least 1; 1 where
-    the platform cannot tell. The cost model's shipping figures were measured on idle cores: beside `make test`
-    (load 4.3-5.6 on 2 cores) MiniLM's ONNX export took 13-16 s where 7.5 s were priced, and a one-minute run ended
-    at 102% of its budget."""
+    """How many times longer CPU-bound work takes now than on cores of its own: the runnable tasks per core, the
+    more of the last minute's average (os.getloadavg) and of those running now (Linux's /proc/loadavg, sampled for a
+    tenth of a second: the minute's average lags a load that has just begun), at least 1; auto's own threads count,
+    so a run alone on its cores reads 1. 1 where the platform can tell neither. The cost model's shipping figures were
+    measured on idle cores: beside `make test` (load 4.3-5.6 on 2 cores) MiniLM's ONNX export took 13-16 s where
+    7.5 s were priced, and a one-minute run ended at 102% of its budget."""
     try:
         load = os.getloadavg()[0]
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     except (OSError, AttributeError):
         return 1.0
-    return max(1.0, load / max(cores or 1, 1))
+    return max(1.0, max(load, _running_now()) / max(cores or 1, 1))
+
+
+def _running_now(samples: int = 20, every: float = 0.005) -> float:
+    """The tasks running or ready to run, this one included, averaged over `samples` reads (0 where unknown)."""
+    import time
+
+    seen = []
+    try:
+        for _ in range(samples):
+            with open("/proc/loadavg") as f:
+                seen.append(int(f.read().split()[3].split("/")[0]))
+            time.sleep(every)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return sum(seen) / len(seen)
 
 
 @functools.lru_cache(maxsize=None)

@@ -45,20 +45,19 @@ class Prices:
         return cls(budget, costs, {id(m): r for m, r in pairs if r is not None and costs is not None
                                    and costs.probe(r) is not None})
 
-    def reload(self) -> float:
-        """Loading every priced model back and scoring test: what follows any export."""
-        from headswap.auto.ladder import busy_factor
-        return busy_factor() * sum(self.costs.reload_seconds(r) for r in self.rungs.values())
+    def reload(self, busy: float | None = None) -> float:
+        """Loading every priced model back and scoring test: what follows any export (on cores `busy` times as
+        loaded as idle ones; None: as they are now)."""
+        return _busy(busy) * sum(self.costs.reload_seconds(r) for r in self.rungs.values())
 
     def shipping(self) -> float:
         """Saving every priced model for torch and reloading it: shipping them as they are, not exported."""
         return sum(self.costs.torch_save_seconds(r) for r in self.rungs.values()) + self.reload()
 
-    def export_seconds(self, rung) -> float:
-        """Saving and exporting `rung`'s model: its price on cores as busy as now, or what its model's last export in
-        this run took, whichever is more (two frozen heads on one body export the body twice)."""
-        from headswap.auto.ladder import busy_factor
-        return max(busy_factor() * self.costs.save_seconds(rung), self.took.get(rung.model, 0.0))
+    def export_seconds(self, rung, busy: float | None = None) -> float:
+        """Saving and exporting `rung`'s model: its price on cores as busy as now (or `busy`), or what its model's
+        last export in this run took, whichever is more (two frozen heads on one body export the body twice)."""
+        return max(_busy(busy) * self.costs.save_seconds(rung), self.took.get(rung.model, 0.0))
 
     def exported(self, model, seconds: float) -> None:
         """`model`'s export took `seconds`: the next export of its body is priced no lower."""
@@ -77,16 +76,25 @@ class Prices:
     def export(self, model) -> str | None:
         """Why `model` is not exported to ONNX for want of time (None: its export fits, or nothing prices it)."""
         rung = self.rungs.get(id(model))
-        if rung is None or self.budget.affords(self.export_seconds(rung), self.reload()):
+        if rung is None:
+            return None
+        busy = _busy(None)        # read once: it samples the machine for a tenth of a second
+        cost, then = self.export_seconds(rung, busy), self.reload(busy)
+        if self.budget.affords(cost, then):
             return None
         return self._skip("onnx export", f"not exported to ONNX for want of time: exporting it takes about "
-                                         f"{duration(self.export_seconds(rung))} and loading it back and scoring "
-                                         f"test {duration(self.reload())}, and {shown(self.budget.left())} are left "
-                                         f"besides the finish")
+                                         f"{duration(cost)} and loading it back and scoring test {duration(then)}"
+                                         f"{f' on cores {busy:.1f} times as busy as idle ones' if busy > 1 else ''}"
+                                         f", and {shown(self.budget.left())} are left besides the finish")
 
     def _skip(self, step: str, why: str) -> str:
         self.budget.skip_shipping(step, why)
         return why
+
+
+def _busy(busy: float | None) -> float:
+    from headswap.auto.ladder import busy_factor
+    return busy_factor() if busy is None else busy
 
 
 def ship(winner, out: Path, quantize: str, log, prices: Prices | None = None) -> tuple[Path, str | None]:
