@@ -68,9 +68,12 @@ class Prices:
     def blend(self) -> str | None:
         """Why no blend is tried (None: it may be): it adds members to ship, and is tried only while what is left
         holds shipping the winner alone."""
-        if not self.rungs or self.budget.affords(self.shipping()):
+        if not self.rungs:
             return None
-        return self._skip("blend", f"shipping the winner alone takes about {duration(self.shipping())}, and "
+        cost = self.shipping()        # once: it samples the machine's load for a tenth of a second
+        if self.budget.affords(cost):
+            return None
+        return self._skip("blend", f"shipping the winner alone takes about {duration(cost)}, and "
                                    f"{shown(self.budget.left())} are left besides the finish")
 
     def export(self, model) -> str | None:
