@@ -118,3 +118,47 @@ def test_what_a_probe_took_counts_against_its_rung():
     budget = Budget(900.0, clock, clock())
     assert budget.unproven_most(500.0, 0.10) == pytest.approx(90.0)
     assert budget.unproven_most(500.0, 0.10, probed=30.0) == pytest.approx(60.0)
+
+
+def _fine(enc):
+    """The tiny encoder's fine-tuning rungs in ladder order (cached partial, full, similarity, cross-encoder)."""
+    rungs, _ = plan_ladder({enc: "encoder"}, ["encoder-mlp", "similarity", "cross-encoder"], 1)
+    return [r for r in rungs if r.fine_tuning]
+
+
+def test_an_arm_on_few_texts_is_priced_from_its_frozen_rung_not_timed(world, monkeypatch):
+    """60 texts are 4 batches an epoch, half a probe's 8: the arms are priced from what the logistic head measured
+    (a step TRAIN_PASSES passes of the trained blocks over its batch) and no probe runs."""
+    from headswap.auto.arms import prepare
+    from headswap.auto.ladder import TRAIN_PASSES
+
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, _ = _climb(enc, FakeClock(), budget=100.0)
+    climb.run(_frozen(enc)[0])
+    frozen = climb.costs.probe(_frozen(enc)[0])["inference_seconds_per_text"]
+    fine = _fine(enc)
+    prepared = prepare(climb, fine, lr_search=False)
+    assert calls == [] and [p.rung for p in prepared.plans] == fine
+    batch = {r.strategy if r.regime == "full" else "partial": climb.costs.probe(r)["train_batch_seconds"] for r in fine}
+    assert batch["encoder-mlp"] == pytest.approx(TRAIN_PASSES * 16 * frozen)
+    assert batch["partial"] < batch["encoder-mlp"] < batch["similarity"]     # fewer blocks; class texts beside
+    assert batch["cross-encoder"] == pytest.approx(2 * batch["encoder-mlp"])  # a pass per class, 2 classes
+    assert all(climb.costs.probe(r)["guessed"] and climb.costs.estimate(r) > 0 for r in fine)
+
+
+def test_an_arm_is_timed_where_no_frozen_rung_measured_its_body_or_its_epoch_is_dear(world, monkeypatch):
+    from headswap.auto.arms import prepare
+    from headswap.auto.ladder import ARM_PROBE_BATCHES
+
+    _, enc, _, _ = world
+    calls = _no_probe(monkeypatch)
+    climb, _ = _climb(enc, FakeClock(), budget=100.0)
+    full = [r for r in _fine(enc) if r.regime == "full"][0]
+    prepare(climb, [full], lr_search=False)              # nothing measured of the body yet
+    assert len(calls) == 1 and climb.costs.probe(full) is None
+    climb, _ = _climb(enc, FakeClock(), budget=100.0)
+    climb.run(_frozen(enc)[0])
+    probes = climb.costs.probes
+    climb.costs = Costs(16 * TRY_PROBES * ARM_PROBE_BATCHES + 1, 10, 10, 16, probes=probes)   # a batch too many
+    assert not climb.costs.guess_arm(full) and climb.costs.probe(full) is None

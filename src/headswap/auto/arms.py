@@ -1,5 +1,6 @@
 """auto's fine-tuning rungs as arms (the competition among them: headswap.auto.compete). Each fine-tuning rung is
-timed by its probe (Climb.probe) and becomes an arm, and so do its learning-rate neighbours on LR_GRID (unless the
+timed by its probe (Climb.probe; on a few hundred texts, priced from its body's frozen rung: Climb.arm_priced) and
+becomes an arm, and so do its learning-rate neighbours on LR_GRID (unless the
 rate was given); what each arm needs of the budget (its least slice, the room to ship it) follows from its probe.
 """
 
@@ -87,7 +88,7 @@ def prepare(climb, rungs: list[Rung], lr_search: bool = True) -> Arms:
             climb.skip(entry, dear[rung.model])
             entry.keep_out(Stop.TOO_DEAR)
             continue
-        if climb.probe(rung, entry, most=_probe_limit(climb, rung)):
+        if climb.arm_priced(rung, entry, most=_probe_limit(climb, rung)):
             plans.append(Plan(rung, {}, entry))      # too dear or not, halving decides its slices and says why
             if least_slice(climb.costs, rung) <= climb.budget.cap(climb.arm_slots):
                 continue

@@ -155,6 +155,17 @@ class Climb:
         gc.collect()
         return True
 
+    def arm_priced(self, rung: Rung, entry: Entry, most: float) -> bool:
+        """Whether a fine-tuning rung has an estimate: on so few texts that its first slice trains no more than
+        timing it would, guessed from its model's frozen rung (Costs.guess_arm) and tried; any other is probed (or
+        was; its probe may take `most`)."""
+        if self.costs.probe(rung) is None and self.costs.guess_arm(rung):
+            self.log(f"  {entry.label}: not timed: an epoch is {math.ceil(self.costs.n_train / self.costs.batch(rung))}"
+                     f" batches, so its first slice costs about what timing it would; priced from its body's frozen "
+                     f"encoding (an epoch about {duration(self.costs.epoch_seconds(rung))})")
+            return True
+        return self.probe(rung, entry, most)
+
     def timed(self, rung: Rung, entry: Entry) -> bool:
         """Whether the rung has an estimate: a frozen rung on so few texts that trying it costs about what timing it
         would (Costs.tried) is priced from its probe's guess and tried; any other is probed (or was)."""

@@ -47,6 +47,15 @@ PROBE_GUESS = {"encoder": 10.0, "causal": 30.0}
 # every MiniLM rung as too dear to time, where encoding them all took a few seconds.
 TRY_PROBES = 4
 PROBE_INFERENCE_TEXTS = 64        # what headswap.trials.measure.probe_timing times inference on, at most
+# A fine-tuning arm's probe trains 2 epochs of 4 batches (headswap.auto.climb.Climb.probe). An arm whose epoch is at
+# most TRY_PROBES of that is tried, not timed: its first slice (a quarter epoch) trains no more than the probe would.
+# On the README's 300 texts (17 batches an epoch) the three MiniLM arms' probes took 21 s of a one-minute run on idle
+# cores and left the one arm admitted 5 s; beside `make test` each probe passed its limit and no arm ran at all.
+ARM_PROBE_BATCHES = 8
+# An untimed arm's training step, in forward passes of its batch (the forward, about twice that backward): MiniLM
+# trains 79 emotion texts/s where it predicts 202 (BENCHMARKS.md, idle 2-core), 2.5 passes; its frozen rung's
+# encoding pass, what the guess is made from, also counts fitting the head, so it errs dear.
+TRAIN_PASSES = 3.0
 # Of a probe's guess, what loading the model is taken to be until one is measured: the room to ship a rung is six
 # loads, and half of PROBE_GUESS (5 s, where MiniLM loads in 1-3 s on 2 idle to loaded cores) kept 35 s of a
 # one-minute run back to ship the MiniLM head it was about to try.
@@ -206,6 +215,32 @@ class Costs:
         p = self.probe(rung)
         return (rung.regime == "head-only" and (p is None or bool(p.get("guessed")))
                 and self.n_train + self.n_validation <= TRY_PROBES * self.probe_texts(rung))
+
+    def guess_arm(self, rung: Rung) -> bool:
+        """Price a fine-tuning rung (and those sharing its cost) without a probe where its epoch trains at most
+        TRY_PROBES of its probe's batches, from what a frozen rung of its model measured (its load, its encoding per
+        text): a step TRAIN_PASSES forward passes of the trained blocks over its batch, times a text's passes
+        (the cross-encoder's one per class; similarity's class descriptions encoded beside each batch). The name of
+        the rung it was priced from, or None where it was not (a dearer epoch, or no frozen rung of the model
+        measured): then it is timed. The arm's slices correct the guess (policy.Halving measures every slice)."""
+        steps = math.ceil(self.n_train / self.batch(rung))
+        if rung.regime == "head-only" or steps > TRY_PROBES * ARM_PROBE_BATCHES:
+            return False
+        frozen = [(k, p) for k, p in self.probes.items()
+                  if k[0] == rung.model and k[1] == "head-only" and not p.get("guessed")]
+        if not frozen:
+            return False
+        p = frozen[0][1]
+        per_text = p["inference_seconds_per_text"]
+        s = get(rung.strategy)
+        passes = self.n_classes if s.name == "cross-encoder" else 1
+        extra = self.n_classes if s.name == "similarity" else 0       # class descriptions, at every step
+        blocks = _blocks(rung.model)
+        trained = rung.last_n / blocks if rung.last_n and blocks > rung.last_n else 1.0
+        batch = TRAIN_PASSES * trained * (self.batch(rung) * passes + extra) * per_text
+        self.probes[rung.cost_key] = {**self._measured(p["load_seconds"], per_text * passes, guessed=True),
+                                      "train_batch_seconds": batch}
+        return True
 
     def guess(self, rung: Rung, probe_guess: float, load: float | None) -> None:
         """Price an untimed frozen rung (and those sharing its cost) from what its probe is guessed to take
