@@ -9,6 +9,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def idle_cores(monkeypatch):
+    """auto reads the machine's load (headswap.auto.ladder.busy_factor) to price shipping and the room kept for it:
+    tests run as on idle cores, so a busy test machine changes no choice they check, unless a test says otherwise."""
+    from headswap.auto import ladder
+    monkeypatch.setattr(ladder, "busy_factor", lambda: 1.0)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models gain nothing from a second intra-op thread, and on a busy 2-core machine two OpenMP

@@ -162,3 +162,44 @@ def test_an_arm_is_timed_where_no_frozen_rung_measured_its_body_or_its_epoch_is_
     probes = climb.costs.probes
     climb.costs = Costs(16 * TRY_PROBES * ARM_PROBE_BATCHES + 1, 10, 10, 16, probes=probes)   # a batch too many
     assert not climb.costs.guess_arm(full) and climb.costs.probe(full) is None
+
+
+def test_the_room_kept_to_ship_an_arm_grows_with_the_busy_cores_that_will_price_its_export(world, monkeypatch):
+    """Shipping prices an export on cores as busy as now (ship.Prices): the arms keep room for it alike, or a run
+    keeps the idle price, is refused the export at the busy one, and leaves the difference unspent."""
+    from headswap.auto.arms import prepare
+
+    _, enc, _, _ = world
+    _no_probe(monkeypatch)
+    climb, _ = _climb(enc, FakeClock(), budget=100.0)
+    climb.run(_frozen(enc)[0])
+    prepared = prepare(climb, [r for r in _fine(enc) if r.regime == "full"][:1], lr_search=False)
+    rung = prepared.plans[0].rung
+    idle = prepared.room()
+    prepared.busy = 2.0
+    assert prepared.reserve() == pytest.approx(2 * climb.costs.reserve(rung))
+    assert idle - prepared.room() == pytest.approx(climb.costs.reserve(rung))
+
+
+def test_where_no_arm_fits_beside_the_room_to_export_the_winner_that_room_goes_to_the_arms(world, monkeypatch):
+    """The export is optional, the arm is not: on cores busy enough that the export's room leaves no first slice,
+    the arms share what saving the winner for torch leaves."""
+    from headswap.auto.arms import prepare
+    from headswap.auto.compete import _arm, _share
+    from headswap.auto.policy import admit
+
+    _, enc, _, _ = world
+    _no_probe(monkeypatch)
+    clock = FakeClock()
+    climb, _ = _climb(enc, clock, budget=100.0)
+    climb.run(_frozen(enc)[0])
+    prepared = prepare(climb, [r for r in _fine(enc) if r.regime == "full"][:1], lr_search=False)
+    rung, entry = prepared.plans[0].rung, prepared.plans[0].entry
+    arms = [_arm(climb.costs, rung, entry)]
+    prepared.busy = 1.0
+    clock.now += prepared.room() - 0.5 * arms[0].least_slice          # half a first slice short
+    assert climb.costs.reserve(rung) - climb.costs.torch_reserve(rung) > arms[0].least_slice
+    assert not admit(arms, climb.budget.share(prepared.room(), 1)).queue
+    share = _share(climb, prepared, arms, 1)
+    assert prepared.export is False and admit(arms, share).queue == [entry.arm_name]
+    assert share.seconds == pytest.approx(prepared.room())

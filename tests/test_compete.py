@@ -58,6 +58,9 @@ class Costs:
     def reserve(self, rung):
         return self.ship
 
+    def torch_reserve(self, rung):       # a blend's second member priced as the winner (these tests' rooms)
+        return self.reserve(rung)
+
     def batch(self, rung):
         return 16
 

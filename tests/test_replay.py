@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -40,13 +41,17 @@ def recording(*arms: ArmRecord, arms_seconds: float = 600.0) -> Recording:
 def test_the_replay_picks_the_arm_whose_curve_wins_whatever_the_order():
     weak, strong = rising(0.80), rising(0.95)
     for first, second, winner in ((weak, strong, "b"), (strong, weak, "a")):
+        cpu = time.process_time()
         result = replay(recording(arm("a", first), arm("b", second)))
+        cpu = time.process_time() - cpu
         assert result.winner == winner
         loser = "a" if winner == "b" else "b"
         assert result.arms[loser]["stopped_because"] == "halved"
         assert result.arms[winner]["epochs"] > result.arms[loser]["epochs"]
         assert 0.9 * 600 <= result.used_seconds <= 600 + 5       # the share is spent, not overrun
-        assert result.wall_seconds < 10
+        # seconds of this process's CPU, not the wall's: beside `make test` and a one-minute auto run the replay
+        # took 13.5 s of wall time, and a busy machine must not fail a test
+        assert cpu < 10 and result.wall_seconds > 0
 
 
 def test_no_arm_beats_a_better_cheap_candidate():

@@ -43,12 +43,6 @@ class Encoder:
         (Path(folder) / "config.json").write_text(json.dumps({"strategy": self.strategy}))
 
 
-@pytest.fixture(autouse=True)
-def idle_cores(monkeypatch):
-    """Prices read the machine's load (ladder.busy_factor): these tests price on idle cores unless they say."""
-    monkeypatch.setattr(ladder, "busy_factor", lambda: 1.0)
-
-
 @pytest.fixture
 def priced(monkeypatch):
     """(clock, budget of 100 s, the winner, its entry, the run's costs): the winner's rung probed at a 2-s load and

@@ -61,6 +61,8 @@ class ArmCosts(Protocol):
 
     def reserve(self, rung: Rung) -> float: ...
 
+    def torch_reserve(self, rung: Rung) -> float: ...
+
 
 class Plan(NamedTuple):
     """A fine-tuning arm as prepare() plans it: its rung, the learning rates it is tried at (none: the rung's
@@ -158,11 +160,20 @@ class Arms:
         # take three quarters: at 5 minutes on emotion the frozen logistic and linear heads (77 and 13 s) left the
         # arms 62 s, where the cheapest needed 74 s, and the run ended at 64% of its budget with TF-IDF.
         self.least = min((least_slice(climb.costs, r) for r, _, _ in plans), default=math.inf)
+        # How many times busier than idle the cores are (ladder.busy_factor) when the arms share the budget: shipping
+        # prices its exports on cores that busy (ship.Prices), so the room kept for it is scaled alike. Beside `make
+        # test` a one-minute run kept 19 s at idle prices, then priced the winner's export at 18 s on cores 2.1 times
+        # as busy, had 17 s, exported nothing and ended at 74% of its budget.
+        self.busy = 1.0
+        # Whether the room kept to ship the winner holds its ONNX export (False: saving it for torch; compete's
+        # share gives the export's room to the arms where none of them fits beside it).
+        self.export = True
 
     def needs(self, plans: list[Plan] | None = None) -> list[ArmNeed]:
         c = self.climb.costs
-        return [ArmNeed(least_slice(c, rung), c.reserve(rung)) for rung, _, _ in
-                (self.plans if plans is None else plans)]
+        ship = c.reserve if self.export else c.torch_reserve
+        return [ArmNeed(least_slice(c, rung), self.busy * ship(rung), self.busy * c.torch_reserve(rung))
+                for rung, _, _ in (self.plans if plans is None else plans)]
 
     def reserve(self, plans: list[Plan] | None = None) -> float:
         """Room to ship the winner among these arms (or `plans` of them): Budget.arms_reserve."""

@@ -241,10 +241,14 @@ class Budget:
 
     def arms_room(self, needs: Sequence[ArmNeed], slots: int = 1, second: bool = False) -> float:
         """What arms that need `needs` would share if they began now: spare() with the room to ship the winner among
-        them kept (and, with `second`, as much again for a second model in a blend). Without that room the blend
-        had only TF-IDF to add: at 15 minutes on GermEval 2018 the arms ran until 25 s were left, and each other
-        candidate needed 36 s to ship."""
-        return self.spare(ship=self.arms_reserve(needs, slots) * (2 if second else 1))
+        them kept (and, with `second`, the room to save a second model of a blend for torch, its export asked at
+        the end: ship.Prices). Without that room the blend had only TF-IDF to add: at 15 minutes on GermEval 2018
+        the arms ran until 25 s were left, and each other candidate needed 36 s to ship. Priced as the winner's
+        export, that room left a one-minute run on busy cores no arm, or no blend, where saving the MiniLM head
+        took 2 s."""
+        reserve = self.arms_reserve(needs, slots)
+        member = max((n.reserve if n.member is None else n.member for n in needs), default=0.0)
+        return self.spare(ship=reserve + (min(member, reserve) if second else 0.0))
 
     def arms_spare(self, needs: Sequence[ArmNeed], least: float, slots: int = 1, second: bool = False) -> float:
         """What a cheap rung may take now and still leave the arms the cheapest first slice, `least`."""
@@ -257,9 +261,11 @@ class Budget:
 
 @dataclass(frozen=True)
 class ArmNeed:
-    """What a fine-tuning arm needs of the budget: its least useful slice, and the room to ship it if it wins."""
+    """What a fine-tuning arm needs of the budget: its least useful slice, the room to ship it if it wins, and the
+    room to ship it as a blend's second member (saved for torch: Costs.torch_reserve; its export is asked later)."""
     least: float
     reserve: float
+    member: float | None = None
 
 
 class Share:

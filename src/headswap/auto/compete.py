@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headswap.auto.arms import Arms, ArmCosts, Plan, arm_costs
+from headswap.auto import ladder
 from headswap.auto.budget import Share, shown
 from headswap.auto.policy import Arm, Halving, admit
 from headswap.auto.records import Entry, Phase, Status
@@ -78,6 +79,7 @@ def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: 
     if not prepared.plans:
         return
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
+    prepared.busy = ladder.busy_factor()       # read once: it samples the machine for a tenth of a second
     arms = [_arm(climb.costs, rung, entry) for rung, _, entry in prepared.plans]
     share = _share(climb, prepared, arms, runner.parallel)
     jobs = _jobs(climb, prepared.plans, share, more_epochs)
@@ -99,8 +101,8 @@ def _arm(c: ArmCosts, rung, entry: Entry) -> Arm:
 
 def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
     """The arms' share of the budget (Arms.room): what is left less the room to ship the winner among them, and a
-    second blended model where that still admits an arm; where only some arms are admitted, the room to ship those
-    alone, unless that admits one dearer to ship."""
+    second blended model where that still admits an arm, and its ONNX export where that does (on cores as busy as
+    now); where only some arms are admitted, the room to ship those alone, unless that admits one dearer to ship."""
     budget, plans = climb.budget, prepared.plans
     second, room = True, prepared.room()
     queue = admit(arms, budget.share(room, parallel)).queue
@@ -112,6 +114,20 @@ def _share(climb, prepared: Arms, arms: list, parallel: int) -> Share:
         climb.log("  no arm's first slice fits beside the room kept to ship a second blended model: that room goes "
                   "to the arms")
         queue = admit(arms, budget.share(room, parallel)).queue
+    if not queue and prepared.export:
+        # An ONNX export is optional (ship.Prices asks for it at the end), an arm is not: beside `make test`, on
+        # cores 3.9 times as busy as idle, a one-minute run kept 34 s to export the winner, gave the arms none, was
+        # then refused the export by 2 s and ended at 49% of its budget.
+        # A second blended model saved for torch costs a second or two, and on few texts, where candidates tie on
+        # validation, the blend is what ships the transformer at all: its room is kept while an arm still fits.
+        prepared.export = False
+        second, room = climb.blends, prepared.room()
+        climb.log("  no arm's first slice fits beside the room kept to export the winner to ONNX: that room goes to "
+                  "the arms, and the winner is exported only if the time left then holds it")
+        queue = admit(arms, budget.share(room, parallel)).queue
+        if not queue and second:
+            second, room = False, prepared.room(second=False)
+            queue = admit(arms, budget.share(room, parallel)).queue
     admitted = [p for p in plans if p.entry.arm_name in queue]
     wider = prepared.room(admitted, second) if admitted and len(admitted) < len(plans) else room
     if wider > room:

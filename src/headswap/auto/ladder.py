@@ -238,8 +238,13 @@ class Costs:
         blocks = _blocks(rung.model)
         trained = rung.last_n / blocks if rung.last_n and blocks > rung.last_n else 1.0
         batch = TRAIN_PASSES * trained * (self.batch(rung) * passes + extra) * per_text
+        # What a slice costs past its time limit: the step it was in, and the checkpoint it leaves (the weights and
+        # AdamW's two moments: three times saving the model for torch, torch_save_seconds). With none counted, first
+        # slices beside a CPU-bound job ran 1-6 s past the 5-20 s planned (MiniLM's 347-MB checkpoint took 2.1 s,
+        # its step 1.5 s, at a load of 4.2), and shipping then had no time left for the blend or the export.
         self.probes[rung.cost_key] = {**self._measured(p["load_seconds"], per_text * passes, guessed=True),
-                                      "train_batch_seconds": batch}
+                                      "train_batch_seconds": batch,
+                                      "train_startup_seconds": batch + 3 * 2 * p["load_seconds"]}
         return True
 
     def guess(self, rung: Rung, probe_guess: float, load: float | None) -> None:
