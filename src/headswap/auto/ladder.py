@@ -220,9 +220,9 @@ class Costs:
         """Price a fine-tuning rung (and those sharing its cost) without a probe where its epoch trains at most
         TRY_PROBES of its probe's batches, from what a frozen rung of its model measured (its load, its encoding per
         text): a step TRAIN_PASSES forward passes of the trained blocks over its batch, times a text's passes
-        (the cross-encoder's one per class; similarity's class descriptions encoded beside each batch). The name of
-        the rung it was priced from, or None where it was not (a dearer epoch, or no frozen rung of the model
-        measured): then it is timed. The arm's slices correct the guess (policy.Halving measures every slice)."""
+        (the cross-encoder's one per class; similarity's class descriptions encoded beside each batch). False where
+        it was not (a dearer epoch, or no frozen rung of the model measured): then it is timed. The arm's slices
+        correct the guess (policy.Halving measures every slice)."""
         steps = math.ceil(self.n_train / self.batch(rung))
         if rung.regime == "head-only" or steps > TRY_PROBES * ARM_PROBE_BATCHES:
             return False
