@@ -80,6 +80,9 @@ def compete(climb, prepared: Arms, *, more_epochs: bool = True, folder, runner: 
         return
     runner = runner or LocalArms(climb.train, climb.validation, Path(folder))
     prepared.busy = ladder.busy_factor()       # read once: it samples the machine for a tenth of a second
+    if prepared.busy > 1:
+        climb.log(f"  the cores read {prepared.busy:.2f} times as busy as idle ones: the room kept to ship is priced "
+                  f"alike")
     arms = [_arm(climb.costs, rung, entry) for rung, _, entry in prepared.plans]
     share = _share(climb, prepared, arms, runner.parallel)
     jobs = _jobs(climb, prepared.plans, share, more_epochs)
