@@ -1,7 +1,7 @@
 """auto's fine-tuning rungs as arms (the competition among them: headswap.auto.compete). Each fine-tuning rung is
 timed by its probe (Climb.probe; on a few hundred texts, priced from its body's frozen rung: Climb.arm_priced) and
-becomes an arm, and so do its learning-rate neighbours on LR_GRID (unless the
-rate was given); what each arm needs of the budget (its least slice, the room to ship it) follows from its probe.
+becomes an arm, and so do its learning-rate neighbours on LR_GRID (unless the rate was given); what each arm needs
+of the budget (its least slice, the room to ship it) follows from its probe.
 """
 
 from __future__ import annotations

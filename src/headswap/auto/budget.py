@@ -247,7 +247,7 @@ class Budget:
         export, that room left a one-minute run on busy cores no arm, or no blend, where saving the MiniLM head
         took 2 s."""
         reserve = self.arms_reserve(needs, slots)
-        member = max((n.reserve if n.member is None else n.member for n in needs), default=0.0)
+        member = max((n.member for n in needs), default=0.0)
         return self.spare(ship=reserve + (min(member, reserve) if second else 0.0))
 
     def arms_spare(self, needs: Sequence[ArmNeed], least: float, slots: int = 1, second: bool = False) -> float:
@@ -265,7 +265,7 @@ class ArmNeed:
     room to ship it as a blend's second member (saved for torch: Costs.torch_reserve; its export is asked later)."""
     least: float
     reserve: float
-    member: float | None = None
+    member: float
 
 
 class Share:

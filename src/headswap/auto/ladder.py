@@ -226,15 +226,14 @@ class Costs:
         steps = math.ceil(self.n_train / self.batch(rung))
         if rung.regime == "head-only" or steps > TRY_PROBES * ARM_PROBE_BATCHES:
             return False
-        frozen = [(k, p) for k, p in self.probes.items()
-                  if k[0] == rung.model and k[1] == "head-only" and not p.get("guessed")]
-        if not frozen:
+        p = next((p for (model, regime, _), p in self.probes.items()
+                  if model == rung.model and regime == "head-only" and not p.get("guessed")), None)
+        if p is None:
             return False
-        p = frozen[0][1]
         per_text = p["inference_seconds_per_text"]
-        s = get(rung.strategy)
-        passes = self.n_classes if s.name == "cross-encoder" else 1
-        extra = self.n_classes if s.name == "similarity" else 0       # class descriptions, at every step
+        passes = get(rung.strategy).passes_per_text(self.n_classes).split()[0]      # as the probe reads it
+        passes = int(passes) if passes.isdigit() else 1
+        extra = self.n_classes if rung.strategy == "similarity" else 0       # class descriptions, at every step
         blocks = _blocks(rung.model)
         trained = rung.last_n / blocks if rung.last_n and blocks > rung.last_n else 1.0
         batch = TRAIN_PASSES * trained * (self.batch(rung) * passes + extra) * per_text
